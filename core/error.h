@@ -1,0 +1,52 @@
+// Error types for user and I/O errors (caught once in main: one line, exit 2) and the always-on
+// invariant check PG_CHECK (a programming error: file:line, abort-free throw of InternalError).
+#pragma once
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
+namespace pg {
+
+// A user-facing error: bad config, bad CLI argument, bad input file. The message is one line:
+// what, where (file / key path / offset) and a hint.
+class UserError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+class ConfigError : public UserError {
+ public:
+  using UserError::UserError;
+};
+class IoError : public UserError {
+ public:
+  using UserError::UserError;
+};
+// A violated invariant: a bug in this program, not in its input.
+class InternalError : public std::logic_error {
+ public:
+  using std::logic_error::logic_error;
+};
+
+namespace detail {
+[[noreturn]] void check_failed(const char* expr, const char* file, int line, const std::string& msg);
+template <class... A>
+std::string cat(const A&... a) {
+  std::ostringstream os;
+  (os << ... << a);
+  return os.str();
+}
+}  // namespace detail
+
+// Concatenates its arguments with operator<< into a string.
+template <class... A>
+std::string str(const A&... a) {
+  return detail::cat(a...);
+}
+
+}  // namespace pg
+
+// Always-on invariant check (also in Release). Never use it for user input: throw a UserError.
+#define PG_CHECK(cond, ...)                                                              \
+  do {                                                                                   \
+    if (!(cond)) ::pg::detail::check_failed(#cond, __FILE__, __LINE__, ::pg::str("" __VA_OPT__(,) __VA_ARGS__)); \
+  } while (0)

@@ -1,0 +1,43 @@
+// Implementation of core/threads.h (sched_getaffinity / pthread_setaffinity_np inside a parallel region).
+#include "core/threads.h"
+
+#include <omp.h>
+#include <pthread.h>
+#include <sched.h>
+
+#include <cstdlib>
+#include <vector>
+
+namespace pg {
+
+ThreadInfo setup_threads(int requested, bool pin) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::vector<int> cpus;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0)
+    for (int c = 0; c < CPU_SETSIZE; ++c)
+      if (CPU_ISSET(c, &set)) cpus.push_back(c);
+  if (cpus.empty()) cpus.push_back(0);
+  int n = requested > 0 ? requested : static_cast<int>(cpus.size());
+  omp_set_dynamic(0);
+  omp_set_num_threads(n);
+  ThreadInfo info;
+  info.threads = n;
+  info.pinned = pin && std::getenv("PAGEGRAM_NO_PIN") == nullptr && n <= static_cast<int>(cpus.size());
+  if (info.pinned) {
+#pragma omp parallel num_threads(n)
+    {
+      cpu_set_t one;
+      CPU_ZERO(&one);
+      CPU_SET(cpus[omp_get_thread_num()], &one);
+      pthread_setaffinity_np(pthread_self(), sizeof(one), &one);
+    }
+  }
+  for (int i = 0; i < n && i < static_cast<int>(cpus.size()); ++i)
+    info.cpus += (i ? "," : "") + std::to_string(cpus[i]);
+  return info;
+}
+
+int thread_count() { return omp_get_max_threads(); }
+
+}  // namespace pg

@@ -1,0 +1,20 @@
+// Thread set-up: OpenMP thread count, pinned to distinct cores by default (PERFORMANCE.md: unpinned
+// 2-thread runs are bimodal), and a record of what was set for logs.
+#pragma once
+#include <string>
+
+namespace pg {
+
+struct ThreadInfo {
+  int threads = 1;
+  bool pinned = false;
+  std::string cpus;  // e.g. "0,1"
+};
+
+// Sets the OpenMP thread count (0 = all allowed CPUs) and pins thread i to the i-th allowed CPU unless
+// pin is false or PAGEGRAM_NO_PIN is set. Call once before parallel work; returns what was done.
+ThreadInfo setup_threads(int requested, bool pin = true);
+// The number of OpenMP threads currently configured.
+int thread_count();
+
+}  // namespace pg
