@@ -1,0 +1,238 @@
+// Implementation of core/h5.h.
+#include "core/h5.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+
+namespace pg::h5 {
+namespace {
+struct Silence {
+  Silence() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
+};
+const Silence kSilence;
+
+herr_t close_file(hid_t id) { return H5Fclose(id); }
+herr_t close_group(hid_t id) { return H5Gclose(id); }
+herr_t close_dataset(hid_t id) { return H5Dclose(id); }
+herr_t close_space(hid_t id) { return H5Sclose(id); }
+herr_t close_attr(hid_t id) { return H5Aclose(id); }
+herr_t close_type(hid_t id) { return H5Tclose(id); }
+herr_t close_plist(hid_t id) { return H5Pclose(id); }
+}  // namespace
+
+template <> hid_t native_type<float>() { return H5T_NATIVE_FLOAT; }
+template <> hid_t native_type<double>() { return H5T_NATIVE_DOUBLE; }
+template <> hid_t native_type<int64_t>() { return H5T_NATIVE_INT64; }
+template <> hid_t native_type<uint64_t>() { return H5T_NATIVE_UINT64; }
+template <> hid_t native_type<int32_t>() { return H5T_NATIVE_INT32; }
+template <> hid_t native_type<uint32_t>() { return H5T_NATIVE_UINT32; }
+template <> hid_t native_type<uint16_t>() { return H5T_NATIVE_UINT16; }
+template <> hid_t native_type<uint8_t>() { return H5T_NATIVE_UINT8; }
+template <> hid_t native_type<int8_t>() { return H5T_NATIVE_INT8; }
+
+Handle& Handle::operator=(Handle&& o) noexcept {
+  if (this != &o) {
+    if (id_ >= 0 && closer_) closer_(id_);
+    id_ = o.id_;
+    closer_ = o.closer_;
+    o.id_ = -1;
+  }
+  return *this;
+}
+Handle::~Handle() {
+  if (id_ >= 0 && closer_) closer_(id_);
+}
+
+File File::create(const std::string& path) {
+  hid_t id = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  if (id < 0) throw IoError(str("cannot create HDF5 file ", path, " (hint: does the folder exist and is it writable?)"));
+  File f;
+  f.h_ = Handle(id, close_file);
+  f.path_ = path;
+  return f;
+}
+File File::open(const std::string& path) {
+  if (!std::filesystem::exists(path)) throw IoError(str("file not found: ", path));
+  if (H5Fis_hdf5(path.c_str()) <= 0)
+    throw IoError(str(path, ": not an HDF5 file or truncated (hint: the file is corrupt or of another kind)"));
+  hid_t id = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  if (id < 0) throw IoError(str(path, ": cannot open as HDF5 (corrupt or truncated?)"));
+  File f;
+  f.h_ = Handle(id, close_file);
+  f.path_ = path;
+  return f;
+}
+Group File::root() const {
+  hid_t g = H5Gopen2(h_.id(), "/", H5P_DEFAULT);
+  if (g < 0) throw IoError(str(path_, ": cannot open the root group"));
+  return Group(Handle(g, close_group), path_, "/");
+}
+void File::flush() const { H5Fflush(h_.id(), H5F_SCOPE_GLOBAL); }
+
+Group Group::sub(const std::string& name) const {
+  if (!has(name)) throw IoError(str(where(name), ": group missing (hint: the file is not of the expected kind or version)"));
+  hid_t g = H5Gopen2(h_.id(), name.c_str(), H5P_DEFAULT);
+  if (g < 0) throw IoError(str(where(name), ": cannot open group"));
+  return Group(Handle(g, close_group), file_, path_ == "/" ? "/" + name : path_ + "/" + name);
+}
+Group Group::create(const std::string& name) const {
+  hid_t g = H5Gcreate2(h_.id(), name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  if (g < 0) throw IoError(str(where(name), ": cannot create group"));
+  return Group(Handle(g, close_group), file_, path_ == "/" ? "/" + name : path_ + "/" + name);
+}
+bool Group::has(const std::string& name) const { return H5Lexists(h_.id(), name.c_str(), H5P_DEFAULT) > 0; }
+
+std::vector<std::string> Group::children() const {
+  std::vector<std::string> out;
+  H5Literate(
+      h_.id(), H5_INDEX_NAME, H5_ITER_INC, nullptr,
+      [](hid_t, const char* name, const H5L_info_t*, void* data) -> herr_t {
+        static_cast<std::vector<std::string>*>(data)->push_back(name);
+        return 0;
+      },
+      &out);
+  return out;
+}
+
+void Group::write_raw(const std::string& name, hid_t type, const void* data, size_t n,
+                      const std::vector<uint64_t>& shape) const {
+  uint64_t total = 1;
+  std::vector<hsize_t> dims(shape.begin(), shape.end());
+  for (uint64_t d : shape) total *= d;
+  PG_CHECK(total == n, "dataset ", name, ": shape holds ", total, " values, buffer ", n);
+  Handle space(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), close_space);
+  Handle plist(H5Pcreate(H5P_DATASET_CREATE), close_plist);
+  if (total >= 4096 && !dims.empty()) {
+    // Chunked + checksummed (Fletcher32) so corruption is detected on read.
+    std::vector<hsize_t> chunk(dims);
+    uint64_t csize = total;
+    for (size_t i = 0; i < chunk.size() && csize > (1u << 20); ++i) {
+      while (chunk[i] > 1 && csize > (1u << 20)) {
+        csize /= chunk[i];
+        chunk[i] = (chunk[i] + 1) / 2;
+        csize *= chunk[i];
+      }
+    }
+    H5Pset_chunk(plist.id(), static_cast<int>(chunk.size()), chunk.data());
+    H5Pset_fletcher32(plist.id());
+  }
+  Handle ds(H5Dcreate2(h_.id(), name.c_str(), type, space.id(), H5P_DEFAULT, plist.id(), H5P_DEFAULT),
+            close_dataset);
+  if (ds.id() < 0) throw IoError(str(where(name), ": cannot create dataset"));
+  if (n > 0 && H5Dwrite(ds.id(), type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0)
+    throw IoError(str(where(name), ": write failed (disk full?)"));
+}
+
+std::vector<uint64_t> Group::dataset_shape(const std::string& name) const {
+  if (!has(name)) throw IoError(str(where(name), ": dataset missing"));
+  Handle ds(H5Dopen2(h_.id(), name.c_str(), H5P_DEFAULT), close_dataset);
+  if (ds.id() < 0) throw IoError(str(where(name), ": cannot open dataset"));
+  Handle space(H5Dget_space(ds.id()), close_space);
+  int rank = H5Sget_simple_extent_ndims(space.id());
+  std::vector<hsize_t> dims(rank > 0 ? rank : 0);
+  if (rank > 0) H5Sget_simple_extent_dims(space.id(), dims.data(), nullptr);
+  return std::vector<uint64_t>(dims.begin(), dims.end());
+}
+
+void Group::check_shape(const std::string& name, const std::vector<uint64_t>& shape) const {
+  auto s = dataset_shape(name);
+  if (s != shape) {
+    auto fmt = [](const std::vector<uint64_t>& v) {
+      std::string r = "[";
+      for (size_t i = 0; i < v.size(); ++i) r += (i ? ", " : "") + std::to_string(v[i]);
+      return r + "]";
+    };
+    throw IoError(str(where(name), ": shape ", fmt(s), " but expected ", fmt(shape),
+                      " (hint: the file was written for another config)"));
+  }
+}
+
+void Group::read_raw(const std::string& name, hid_t type, void* data, size_t n) const {
+  Handle ds(H5Dopen2(h_.id(), name.c_str(), H5P_DEFAULT), close_dataset);
+  if (ds.id() < 0) throw IoError(str(where(name), ": cannot open dataset"));
+  if (n > 0 && H5Dread(ds.id(), type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0)
+    throw IoError(str(where(name), ": read failed (corrupt data: checksum or type mismatch)"));
+}
+
+void Group::set_attr(const std::string& name, const std::string& value) const {
+  if (has_attr(name)) H5Adelete(h_.id(), name.c_str());
+  Handle type(H5Tcopy(H5T_C_S1), close_type);
+  H5Tset_size(type.id(), value.empty() ? 1 : value.size());
+  H5Tset_cset(type.id(), H5T_CSET_UTF8);
+  Handle space(H5Screate(H5S_SCALAR), close_space);
+  Handle a(H5Acreate2(h_.id(), name.c_str(), type.id(), space.id(), H5P_DEFAULT, H5P_DEFAULT), close_attr);
+  if (a.id() < 0 || H5Awrite(a.id(), type.id(), value.empty() ? "" : value.data()) < 0)
+    throw IoError(str(where(name), ": cannot write attribute"));
+}
+void Group::set_attr(const std::string& name, int64_t value) const {
+  if (has_attr(name)) H5Adelete(h_.id(), name.c_str());
+  Handle space(H5Screate(H5S_SCALAR), close_space);
+  Handle a(H5Acreate2(h_.id(), name.c_str(), H5T_NATIVE_INT64, space.id(), H5P_DEFAULT, H5P_DEFAULT), close_attr);
+  if (a.id() < 0 || H5Awrite(a.id(), H5T_NATIVE_INT64, &value) < 0)
+    throw IoError(str(where(name), ": cannot write attribute"));
+}
+void Group::set_attr(const std::string& name, double value) const {
+  if (has_attr(name)) H5Adelete(h_.id(), name.c_str());
+  Handle space(H5Screate(H5S_SCALAR), close_space);
+  Handle a(H5Acreate2(h_.id(), name.c_str(), H5T_NATIVE_DOUBLE, space.id(), H5P_DEFAULT, H5P_DEFAULT), close_attr);
+  if (a.id() < 0 || H5Awrite(a.id(), H5T_NATIVE_DOUBLE, &value) < 0)
+    throw IoError(str(where(name), ": cannot write attribute"));
+}
+bool Group::has_attr(const std::string& name) const { return H5Aexists(h_.id(), name.c_str()) > 0; }
+
+std::string Group::attr_string(const std::string& name) const {
+  if (!has_attr(name)) throw IoError(str(where(name), ": attribute missing"));
+  Handle a(H5Aopen(h_.id(), name.c_str(), H5P_DEFAULT), close_attr);
+  Handle ftype(H5Aget_type(a.id()), close_type);
+  if (H5Tget_class(ftype.id()) != H5T_STRING) throw IoError(str(where(name), ": attribute is not a string"));
+  if (H5Tis_variable_str(ftype.id()) > 0) {
+    Handle mtype(H5Tcopy(H5T_C_S1), close_type);
+    H5Tset_size(mtype.id(), H5T_VARIABLE);
+    H5Tset_cset(mtype.id(), H5Tget_cset(ftype.id()));
+    char* p = nullptr;
+    if (H5Aread(a.id(), mtype.id(), &p) < 0) throw IoError(str(where(name), ": cannot read attribute"));
+    std::string s = p ? p : "";
+    H5free_memory(p);
+    return s;
+  }
+  size_t n = H5Tget_size(ftype.id());
+  std::string s(n, '\0');
+  Handle mtype(H5Tcopy(H5T_C_S1), close_type);
+  H5Tset_size(mtype.id(), n);
+  H5Tset_cset(mtype.id(), H5Tget_cset(ftype.id()));
+  if (H5Aread(a.id(), mtype.id(), s.data()) < 0) throw IoError(str(where(name), ": cannot read attribute"));
+  while (!s.empty() && s.back() == '\0') s.pop_back();
+  return s;
+}
+int64_t Group::attr_int(const std::string& name) const {
+  if (!has_attr(name)) throw IoError(str(where(name), ": attribute missing"));
+  Handle a(H5Aopen(h_.id(), name.c_str(), H5P_DEFAULT), close_attr);
+  int64_t v = 0;
+  if (H5Aread(a.id(), H5T_NATIVE_INT64, &v) < 0) throw IoError(str(where(name), ": cannot read attribute"));
+  return v;
+}
+double Group::attr_double(const std::string& name) const {
+  if (!has_attr(name)) throw IoError(str(where(name), ": attribute missing"));
+  Handle a(H5Aopen(h_.id(), name.c_str(), H5P_DEFAULT), close_attr);
+  double v = 0;
+  if (H5Aread(a.id(), H5T_NATIVE_DOUBLE, &v) < 0) throw IoError(str(where(name), ": cannot read attribute"));
+  return v;
+}
+
+std::string temp_name(const std::string& path) { return path + ".tmp." + std::to_string(::getpid()); }
+
+void commit_atomic(const std::string& tmp, const std::string& path) {
+  int fd = ::open(tmp.c_str(), O_RDONLY);
+  if (fd >= 0) {
+    ::fsync(fd);
+    ::close(fd);
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) throw IoError(str("cannot rename ", tmp, " to ", path, ": ", ec.message()));
+}
+
+}  // namespace pg::h5

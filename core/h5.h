@@ -1,0 +1,123 @@
+// A small RAII layer over the HDF5 C API: files, groups, whole datasets and string/number attributes.
+// Errors become pg::IoError naming the file and the object; HDF5's own error printing is silenced.
+#pragma once
+#include <hdf5.h>
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+
+namespace pg::h5 {
+
+template <class T>
+hid_t native_type();
+
+// Owns one hid_t and closes it with the matching H5*close.
+class Handle {
+ public:
+  Handle() = default;
+  Handle(hid_t id, herr_t (*closer)(hid_t)) : id_(id), closer_(closer) {}
+  Handle(Handle&& o) noexcept : id_(o.id_), closer_(o.closer_) { o.id_ = -1; }
+  Handle& operator=(Handle&& o) noexcept;
+  Handle(const Handle&) = delete;
+  Handle& operator=(const Handle&) = delete;
+  ~Handle();
+  hid_t id() const { return id_; }
+
+ private:
+  hid_t id_ = -1;
+  herr_t (*closer_)(hid_t) = nullptr;
+};
+
+class Group {
+ public:
+  Group(Handle h, std::string file, std::string path) : h_(std::move(h)), file_(std::move(file)), path_(std::move(path)) {}
+  Group sub(const std::string& name) const;     // open an existing group (IoError if missing)
+  Group create(const std::string& name) const;  // create a new group
+  bool has(const std::string& name) const;
+  std::vector<std::string> children() const;
+
+  template <class T>
+  void write(const std::string& name, std::span<const T> data, const std::vector<uint64_t>& shape) const {
+    write_raw(name, native_type<T>(), data.data(), data.size(), shape);
+  }
+  template <class T>
+  void write(const std::string& name, const std::vector<T>& data) const {
+    write_raw(name, native_type<T>(), data.data(), data.size(), {static_cast<uint64_t>(data.size())});
+  }
+  // Reads a whole dataset; its shape goes to *shape when given.
+  template <class T>
+  std::vector<T> read(const std::string& name, std::vector<uint64_t>* shape = nullptr) const {
+    std::vector<uint64_t> s = dataset_shape(name);
+    uint64_t n = 1;
+    for (uint64_t d : s) n *= d;
+    std::vector<T> out(n);
+    read_raw(name, native_type<T>(), out.data(), n);
+    if (shape) *shape = s;
+    return out;
+  }
+  // Reads into a caller buffer; the dataset must have exactly `shape` (IoError otherwise).
+  template <class T>
+  void read_into(const std::string& name, std::span<T> out, const std::vector<uint64_t>& shape) const {
+    check_shape(name, shape);
+    read_raw(name, native_type<T>(), out.data(), out.size());
+  }
+  std::vector<uint64_t> dataset_shape(const std::string& name) const;
+  void check_shape(const std::string& name, const std::vector<uint64_t>& shape) const;
+
+  void set_attr(const std::string& name, const std::string& value) const;
+  void set_attr(const std::string& name, int64_t value) const;
+  void set_attr(const std::string& name, double value) const;
+  bool has_attr(const std::string& name) const;
+  std::string attr_string(const std::string& name) const;
+  int64_t attr_int(const std::string& name) const;
+  double attr_double(const std::string& name) const;
+
+  const std::string& file() const { return file_; }
+  const std::string& path() const { return path_; }
+  hid_t id() const { return h_.id(); }
+
+ private:
+  void write_raw(const std::string& name, hid_t type, const void* data, size_t n,
+                 const std::vector<uint64_t>& shape) const;
+  void read_raw(const std::string& name, hid_t type, void* data, size_t n) const;
+  std::string where(const std::string& name) const { return file_ + ":" + path_ + (path_ == "/" ? "" : "/") + name; }
+  Handle h_;
+  std::string file_, path_;
+};
+
+class File {
+ public:
+  static File create(const std::string& path);  // truncates
+  static File open(const std::string& path);    // read-only; IoError if missing or not HDF5
+  Group root() const;
+  void flush() const;
+  const std::string& path() const { return path_; }
+
+ private:
+  Handle h_;
+  std::string path_;
+};
+
+// Writes an HDF5 file atomically: `fill` writes into a temp file next to `path`, which is then flushed,
+// closed, fsync'ed and renamed over `path`. A crash never leaves a half-written file under `path`.
+template <class F>
+void write_atomic(const std::string& path, F&& fill);
+void commit_atomic(const std::string& tmp, const std::string& path);
+std::string temp_name(const std::string& path);
+
+template <class F>
+void write_atomic(const std::string& path, F&& fill) {
+  const std::string tmp = temp_name(path);
+  {
+    File f = File::create(tmp);
+    fill(f.root());
+    f.flush();
+  }
+  commit_atomic(tmp, path);
+}
+
+}  // namespace pg::h5

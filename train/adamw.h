@@ -1,0 +1,49 @@
+// AdamW over named parameter views (decay on matrices only), deterministic global grad norm, and the
+// Warmup-Stable-Decay learning-rate schedule (SPEC §4).
+#pragma once
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace pg {
+
+// One named tensor: parameter and gradient buffers of n floats, decayed or not.
+struct ParamView {
+  std::string name;
+  float* param;
+  float* grad;
+  size_t n;
+  bool decay;
+};
+
+struct AdamWSettings {
+  double beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weight_decay = 0.1;
+};
+
+class AdamW {
+ public:
+  AdamW(std::vector<ParamView> views, AdamWSettings s);
+  // Global L2 norm of all gradients, summed in double over fixed 4096-element chunks in a fixed order
+  // (identical for any thread count).
+  double grad_norm() const;
+  void scale_grads(float s);
+  // One update with step t (1-based, for bias correction) and learning rate lr.
+  void step(int64_t t, double lr);
+  const std::vector<ParamView>& views() const { return views_; }
+  // First and second moments of view i (same layout as its parameter).
+  std::span<float> m(size_t i) { return {m_.data() + offsets_[i], views_[i].n}; }
+  std::span<float> v(size_t i) { return {v_.data() + offsets_[i], views_[i].n}; }
+
+ private:
+  std::vector<ParamView> views_;
+  std::vector<size_t> offsets_;
+  std::vector<float> m_, v_;
+  AdamWSettings s_;
+};
+
+// WSD: linear warm-up over the first round(warmup_frac*total) steps (lr ramps (s+1)/W), constant, then
+// linear decay to 0 over the last round(decay_frac*total) steps. `step` is 0-based.
+double wsd_lr(int64_t step, int64_t total, double peak, double warmup_frac, double decay_frac);
+
+}  // namespace pg
