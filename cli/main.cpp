@@ -1,17 +1,28 @@
 // The `pagegram` command line: subcommands for config, data, training, evaluation and the storage tools.
-// User and I/O errors end here as one line on stderr and exit code 2.
+// User and I/O errors end here as one line on stderr and exit code 2; internal errors exit 3.
 #include <CLI/CLI.hpp>
 #include <iostream>
 
+#include "cli/commands.h"
 #include "core/error.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"pagegram: hashed n-gram memory tables (PageGram) research framework"};
   app.require_subcommand(1);
+  app.set_help_all_flag("--help-all", "help for every subcommand");
+  pg::cli::register_commands(app, argc, argv);
   try {
-    CLI11_PARSE(app, argc, argv);
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
   } catch (const pg::UserError& e) {
     std::cerr << "error: " << e.what() << "\n";
+    return 2;
+  } catch (const pg::InternalError& e) {
+    std::cerr << "bug: " << e.what() << " (please report with the command line)\n";
+    return 3;
+  } catch (const std::bad_alloc&) {
+    std::cerr << "error: out of memory (hint: reduce train.micro_batch or the table size)\n";
     return 2;
   }
   return 0;

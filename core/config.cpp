@@ -54,11 +54,15 @@ size_t edit_distance(const std::string& a, const std::string& b) {
   return prev[b.size()];
 }
 
+// Shortest decimal text that reads back as exactly v.
 std::string fmt_num(double v) {
-  std::ostringstream os;
-  os.precision(17);
-  os << v;
-  return os.str();
+  for (int p = 6; p <= 17; ++p) {
+    std::ostringstream os;
+    os.precision(p);
+    os << v;
+    if (p == 17 || std::stod(os.str()) == v) return os.str();
+  }
+  return "";
 }
 
 }  // namespace

@@ -159,12 +159,14 @@ void Group::read_raw(const std::string& name, hid_t type, void* data, size_t n) 
 
 void Group::set_attr(const std::string& name, const std::string& value) const {
   if (has_attr(name)) H5Adelete(h_.id(), name.c_str());
+  // Variable-length UTF-8: h5py reads it as str.
   Handle type(H5Tcopy(H5T_C_S1), close_type);
-  H5Tset_size(type.id(), value.empty() ? 1 : value.size());
+  H5Tset_size(type.id(), H5T_VARIABLE);
   H5Tset_cset(type.id(), H5T_CSET_UTF8);
   Handle space(H5Screate(H5S_SCALAR), close_space);
   Handle a(H5Acreate2(h_.id(), name.c_str(), type.id(), space.id(), H5P_DEFAULT, H5P_DEFAULT), close_attr);
-  if (a.id() < 0 || H5Awrite(a.id(), type.id(), value.empty() ? "" : value.data()) < 0)
+  const char* p = value.c_str();
+  if (a.id() < 0 || H5Awrite(a.id(), type.id(), &p) < 0)
     throw IoError(str(where(name), ": cannot write attribute"));
 }
 void Group::set_attr(const std::string& name, int64_t value) const {

@@ -95,7 +95,8 @@ for p in "${ALL_PKGS[@]}"; do [ -n "$(deb_of "$p")" ] || missing+=("$p"); done
 log "download: ${#ALL_PKGS[@]} packages, ${#missing[@]} to fetch"
 if [ ${#missing[@]} -gt 0 ]; then
   # apt needs package lists; fetch the system's once if it knows no candidate
-  if ! apt-cache policy "${missing[0]}" 2>/dev/null | grep -q 'Candidate: [0-9]'; then
+  pol="$(apt-cache policy "${missing[0]}" 2>/dev/null || true)"
+  if [[ "$pol" != *"Candidate: "[0-9]* ]]; then
     log "download: apt lists have no candidate for ${missing[0]}; running apt-get update"
     apt-get update >"$ROOT/apt-update.log" 2>&1 || log "warning: apt-get update failed (see $ROOT/apt-update.log)"
   fi

@@ -84,7 +84,7 @@ SOURCES = [
          packages=["aptitude-doc-en", "aptitude-doc-ja", "aptitude-doc-ru"]),
     dict(name="debian-history", group="manuals", kind="html", lang=None, core=False,
          packages=["debian-history"]),
-    dict(name="harden-doc", group="manuals", kind="html", lang="en", core=False,
+    dict(name="harden-doc", group="manuals", kind="html", lang=None, core=False,
          packages=["harden-doc"]),
     # ---- other manuals ---------------------------------------------------
     dict(name="gnome-user-docs", group="guides", kind="mallard", lang=None, core=False,

@@ -1,0 +1,12 @@
+// Registration of every `pagegram` subcommand; each command's body lives in a cli/*.cpp file.
+#pragma once
+#include <CLI/CLI.hpp>
+
+namespace pg::cli {
+void register_commands(CLI::App& app, int argc, char** argv);
+void register_config_commands(CLI::App& app);
+void register_data_commands(CLI::App& app);
+void register_train_commands(CLI::App& app, int argc, char** argv);
+// collisions, addresses, export, flashsim, iobench (cli/storage_cmd.cpp)
+void register_storage_commands(CLI::App& app);
+}  // namespace pg::cli

@@ -1,0 +1,41 @@
+// `pagegram config show FILE [--set k=v ...]` prints the resolved config; `config keys` lists every key.
+#include <iostream>
+
+#include "cli/commands.h"
+#include "train/config.h"
+
+namespace pg::cli {
+
+void register_config_commands(CLI::App& app) {
+  CLI::App* cfg_cmd = app.add_subcommand("config", "show resolved configs and the list of keys");
+  cfg_cmd->require_subcommand(1);
+  {
+    CLI::App* show = cfg_cmd->add_subcommand("show", "print the fully resolved config (bases and --set applied)");
+    static std::string file;
+    static std::vector<std::string> sets;
+    show->add_option("file", file, "config YAML file")->required();
+    show->add_option("--set", sets, "override a key: --set model.layers=4 (repeatable)");
+    show->callback([] {
+      ExperimentConfig c = load_experiment(file, sets);
+      std::cout << cfg::dump(c) << "\n";
+    });
+  }
+  {
+    CLI::App* keys = cfg_cmd->add_subcommand("keys", "list every config key with its type, default and meaning");
+    keys->callback([] {
+      ExperimentConfig c;
+      cfg::Helper h;
+      c.visit(h);
+      for (const auto& l : h.lines) std::cout << l << "\n";
+    });
+  }
+}
+
+void register_commands(CLI::App& app, int argc, char** argv) {
+  register_config_commands(app);
+  register_data_commands(app);
+  register_train_commands(app, argc, argv);
+  register_storage_commands(app);
+}
+
+}  // namespace pg::cli

@@ -1,0 +1,105 @@
+// `pagegram train`, `pagegram eval` and `pagegram bench train`.
+#include <cstdio>
+#include <iostream>
+
+#include "cli/commands.h"
+#include "core/threads.h"
+#include "core/timer.h"
+#include "data/pipeline.h"
+#include "train/checkpoint.h"
+#include "train/trainer.h"
+
+namespace pg::cli {
+namespace {
+std::string joined_command(int argc, char** argv) {
+  std::string s;
+  for (int i = 0; i < argc; ++i) s += (i ? " " : "") + std::string(argv[i]);
+  return s;
+}
+}  // namespace
+
+void register_train_commands(CLI::App& app, int argc, char** argv) {
+  static std::string command = joined_command(argc, argv);
+  {
+    static std::string config;
+    static std::vector<std::string> sets;
+    static bool resume = false;
+    static int64_t stop_after = -1;
+    CLI::App* c = app.add_subcommand("train", "train a model from a config (log.h5, checkpoint.h5 in train.out_dir)");
+    c->add_option("--config", config, "experiment config YAML")->required();
+    c->add_option("--set", sets, "override a key: --set train.seed=1 (repeatable)");
+    c->add_flag("--resume", resume, "continue from <out_dir>/checkpoint.h5 (bit-identical to an unbroken run)");
+    c->add_option("--stop-after", stop_after, "stop after this many steps (with a checkpoint), for staged runs");
+    c->callback([] {
+      ExperimentConfig cfg = load_experiment(config, sets);
+      data::DataSet ds = data::open_dataset(cfg.data, cfg.tokenizer, config);
+      TrainOptions opt;
+      opt.resume = resume;
+      opt.command = command;
+      opt.stop_after = stop_after;
+      TrainSummary s = train(cfg, ds, opt);
+      std::printf("run         %s\n", s.out_dir.c_str());
+      std::printf("steps       %ld..%ld of %ld (%.2fM tokens seen)\n", long(s.start_step), long(s.start_step + s.steps_done),
+                  long(s.total_steps), s.tokens / 1e6);
+      if (s.start_step == 0) std::printf("held-out    start %.4f nats\n", s.first_eval);
+      if (s.start_step + s.steps_done == s.total_steps) std::printf("held-out    end   %.4f nats\n", s.final_eval);
+      std::printf("throughput  %.0f tok/s (training steps only)\n", s.train_tok_per_s);
+      std::printf("wall time   %.1f s, peak RSS %.0f MiB\n", s.seconds, s.peak_rss_kb / 1024.0);
+    });
+  }
+  {
+    static std::string checkpoint;
+    static int64_t windows = 0;
+    static int64_t threads = 0;
+    CLI::App* c = app.add_subcommand("eval", "held-out loss of a checkpoint on the fixed validation windows");
+    c->add_option("--checkpoint", checkpoint, "checkpoint.h5 of a run")->required();
+    c->add_option("--windows", windows, "validation windows (0 = the config's train.eval_windows)");
+    c->add_option("--threads", threads, "threads (0 = all)");
+    c->callback([] {
+      ExperimentConfig cfg = checkpoint_config(checkpoint);
+      setup_threads(static_cast<int>(threads));
+      data::DataSet ds = data::open_dataset(cfg.data, cfg.tokenizer);
+      Transformer model(cfg.model, cfg.train.micro_batch);
+      TrainState st = load_checkpoint(checkpoint, model, nullptr);
+      data::ValidationWindows val = ds.validation(cfg.model.context);
+      const int64_t n = windows > 0 ? windows : std::min<int64_t>(cfg.train.eval_windows, val.count());
+      Timer t;
+      const double loss = evaluate(model, val, n);
+      std::printf("checkpoint  %s (step %ld, %.2fM tokens)\n", checkpoint.c_str(), long(st.step), st.tokens / 1e6);
+      std::printf("held-out    %.6f nats over %ld windows of %ld tokens (%.1f s)\n", loss, long(n),
+                  long(cfg.model.context), t.seconds());
+    });
+  }
+  {
+    static std::string config;
+    static std::vector<std::string> sets;
+    static int64_t steps = 5, warmup = 1;
+    CLI::App* bench = app.add_subcommand("bench", "benchmarks");
+    bench->require_subcommand(1);
+    CLI::App* c = bench->add_subcommand("train", "steady-state training tokens/s and peak RSS (no files written)");
+    c->add_option("--config", config, "experiment config YAML")->required();
+    c->add_option("--set", sets, "override a key (repeatable)");
+    c->add_option("--steps", steps, "timed optimizer steps")->capture_default_str();
+    c->add_option("--warmup", warmup, "untimed warm-up steps")->capture_default_str();
+    c->callback([] {
+      ExperimentConfig cfg = load_experiment(config, sets);
+      cfg.train.eval_interval = 0;
+      cfg.train.eval_windows = 1;
+      data::DataSet ds = data::open_dataset(cfg.data, cfg.tokenizer, config);
+      TrainOptions opt;
+      opt.write_files = false;
+      opt.progress = false;
+      opt.stop_after = warmup + steps;
+      opt.untimed_steps = warmup;  // the first steps fault in every buffer
+      cfg.train.steps = std::max<int64_t>(cfg.train.total_steps(), warmup + steps + 1);
+      TrainSummary s = train(cfg, ds, opt);
+      const double flops = Transformer::flops_per_token(cfg.model);
+      std::printf("bench train %s: %ld steps x %ld tokens, %d threads\n", cfg.name.c_str(), long(steps),
+                  long(cfg.train.tokens_per_step), thread_count());
+      std::printf("tok/s %.0f  GFLOP/s %.1f  peak RSS %.0f MiB\n", s.train_tok_per_s, s.train_tok_per_s * flops / 1e9,
+                  s.peak_rss_kb / 1024.0);
+    });
+  }
+}
+
+}  // namespace pg::cli

@@ -1,0 +1,124 @@
+// Single-threaded fp32 GEMM engine for the backbone (AVX-512 14x32 micro-kernel, packed operands) and
+// the double fallback used by the gradient-check instantiation of the layers.
+//
+// Every call is single-threaded: callers split work into fixed chunks (never by thread count), so a
+// result never depends on which thread computed it or how many threads there are. Within one call the
+// summation order over k is a pure function of K (k-blocks of k_block(K)), so identical inputs give
+// identical bits, whatever the row/column offsets or the blocking over M and N.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+namespace pg::gemm {
+
+inline constexpr int64_t kMr = 14;   // micro-kernel rows (A broadcast side)
+inline constexpr int64_t kNr = 32;   // micro-kernel columns (two 16-float vectors)
+inline constexpr int64_t kKc = 384;  // k-block: an A micro-panel (kMr x kKc) stays in L1
+inline constexpr int64_t kMc = 168;  // rows per A block (kMc x kKc in L2)
+inline constexpr int64_t kNc = 512;  // column group: a B block (kKc x kNc) stays in L2
+
+// A strided matrix view: element (i, j) at p[i * rs + j * cs].
+template <class T>
+struct StridedView {
+  const T* p;
+  int64_t rs, cs;
+  T at(int64_t i, int64_t j) const { return p[i * rs + j * cs]; }
+  StridedView at_block(int64_t i, int64_t j) const { return {p + i * rs + j * cs, rs, cs}; }
+};
+using View = StridedView<float>;
+using ViewD = StridedView<double>;
+
+// A (M x K) packed into panels of kMr rows: panel q holds A(q*kMr + i, k) at data[q * k_cap * kMr + k * kMr + i].
+struct PackedA {
+  const float* data = nullptr;
+  int64_t k_cap = 0;
+};
+// B (K x N) packed into panels of kNr columns: panel q holds B(k, q*kNr + j) at data[q * k_cap * kNr + k * kNr + j],
+// zero-padded for columns >= N.
+struct PackedB {
+  const float* data = nullptr;
+  int64_t k_cap = 0;
+};
+
+inline int64_t packed_a_panels(int64_t M) { return (M + kMr - 1) / kMr; }
+inline int64_t packed_b_panels(int64_t N) { return (N + kNr - 1) / kNr; }
+inline int64_t packed_a_floats(int64_t M, int64_t K) { return packed_a_panels(M) * kMr * K; }
+inline int64_t packed_b_floats(int64_t K, int64_t N) { return packed_b_panels(N) * kNr * K; }
+
+// Packs row panels [q0, q1) of A (M x K) / column panels [q0, q1) of B (K x N) into dst.
+void pack_a(float* dst, View a, int64_t M, int64_t K, int64_t q0, int64_t q1);
+void pack_b(float* dst, View b, int64_t K, int64_t N, int64_t q0, int64_t q1);
+
+// C (M x N, row stride ldc) = [C +] A (M x K) * Bp[k0 : k0+K, n0 : n0+N]; n0 a multiple of kNr.
+// A given as a view is packed block by block into thread-local scratch.
+void gemm_packed(int64_t M, int64_t N, int64_t K, View a, const PackedB& b, int64_t k0, int64_t n0, float* c,
+                 int64_t ldc, bool accumulate);
+// The same with A pre-packed: rows [i0, i0+M) (i0 a multiple of kMr), k range [k0, k0+K) of both operands.
+void gemm_packed(int64_t M, int64_t N, int64_t K, const PackedA& a, int64_t i0, const PackedB& b, int64_t k0,
+                 int64_t n0, float* c, int64_t ldc, bool accumulate);
+// C (M x N) = [C +] A (M x K) * B (K x N) for strided views; B is packed whole into thread-local scratch.
+void gemm(int64_t M, int64_t N, int64_t K, View a, View b, float* c, int64_t ldc, bool accumulate);
+// The same with A pre-packed (rows [i0, i0+M), k range [k0, k0+K)).
+void gemm(int64_t M, int64_t N, int64_t K, const PackedA& a, int64_t i0, int64_t k0, View b, float* c, int64_t ldc,
+          bool accumulate);
+
+// Double-precision GEMM (Eigen): same contract as gemm, for the double (gradient-check) instantiation.
+void gemm(int64_t M, int64_t N, int64_t K, ViewD a, ViewD b, double* c, int64_t ldc, bool accumulate);
+
+// Operands reused by many GEMM calls: in float they are packed once (pack_operand) and then shared read-only
+// by all tasks; in double they are used through their view (packed == nullptr).
+template <class T>
+struct AOperand {  // A (M x K)
+  StridedView<T> src{nullptr, 0, 0};
+  int64_t M = 0, K = 0;
+  T* packed = nullptr;
+};
+template <class T>
+struct BOperand {  // B (K x N)
+  StridedView<T> src{nullptr, 0, 0};
+  int64_t K = 0, N = 0;
+  T* packed = nullptr;
+};
+inline AOperand<float> make_a(float* buf, View src, int64_t M, int64_t K) { return {src, M, K, buf}; }
+inline AOperand<double> make_a(double*, ViewD src, int64_t M, int64_t K) { return {src, M, K, nullptr}; }
+inline BOperand<float> make_b(float* buf, View src, int64_t K, int64_t N) { return {src, K, N, buf}; }
+inline BOperand<double> make_b(double*, ViewD src, int64_t K, int64_t N) { return {src, K, N, nullptr}; }
+
+// Packs an operand with an orphaned `omp for` over panels: call it from every thread of a parallel region
+// (it ends with a barrier) or from serial code. The _serial forms are for use inside one task.
+void pack_operand(const AOperand<float>& a);
+void pack_operand(const BOperand<float>& b);
+inline void pack_operand(const AOperand<double>&) {}
+inline void pack_operand(const BOperand<double>&) {}
+void pack_operand_serial(const AOperand<float>& a);
+inline void pack_operand_serial(const AOperand<double>&) {}
+
+// C (M x N) = [C +] A (M x K) * B[k0 : k0+K, n0 : n0+N]   (n0 a multiple of kNr)
+inline void gemm_b(int64_t M, int64_t N, int64_t K, View a, const BOperand<float>& b, int64_t k0, int64_t n0,
+                   float* c, int64_t ldc, bool accumulate) {
+  gemm_packed(M, N, K, a, PackedB{b.packed, b.K}, k0, n0, c, ldc, accumulate);
+}
+inline void gemm_b(int64_t M, int64_t N, int64_t K, ViewD a, const BOperand<double>& b, int64_t k0, int64_t n0,
+                   double* c, int64_t ldc, bool accumulate) {
+  gemm(M, N, K, a, b.src.at_block(k0, n0), c, ldc, accumulate);
+}
+// C (M x N) = [C +] A[i0 : i0+M, k0 : k0+K] * B[k0 : k0+K, n0 : n0+N]   (i0 a multiple of kMr)
+inline void gemm_ab(int64_t M, int64_t N, int64_t K, const AOperand<float>& a, int64_t i0, const BOperand<float>& b,
+                    int64_t k0, int64_t n0, float* c, int64_t ldc, bool accumulate) {
+  gemm_packed(M, N, K, PackedA{a.packed, a.K}, i0, PackedB{b.packed, b.K}, k0, n0, c, ldc, accumulate);
+}
+inline void gemm_ab(int64_t M, int64_t N, int64_t K, const AOperand<double>& a, int64_t i0, const BOperand<double>& b,
+                    int64_t k0, int64_t n0, double* c, int64_t ldc, bool accumulate) {
+  gemm(M, N, K, a.src.at_block(i0, k0), b.src.at_block(k0, n0), c, ldc, accumulate);
+}
+// C (M x N) = [C +] A[i0 : i0+M, k0 : k0+K] * B (K x N, a view)
+inline void gemm_a(int64_t M, int64_t N, int64_t K, const AOperand<float>& a, int64_t i0, int64_t k0, View b,
+                   float* c, int64_t ldc, bool accumulate) {
+  gemm(M, N, K, PackedA{a.packed, a.K}, i0, k0, b, c, ldc, accumulate);
+}
+inline void gemm_a(int64_t M, int64_t N, int64_t K, const AOperand<double>& a, int64_t i0, int64_t k0, ViewD b,
+                   double* c, int64_t ldc, bool accumulate) {
+  gemm(M, N, K, a.src.at_block(i0, k0), b, c, ldc, accumulate);
+}
+
+}  // namespace pg::gemm

@@ -1,0 +1,436 @@
+// Implementation of model/layers.h, explicitly instantiated for float (training) and double (gradient checks).
+// GCC 12 reports false -Wmaybe-uninitialized inside its own AVX-512 intrinsics (_mm512_undefined_*) and Eigen.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include "model/layers.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+#include <vector>
+
+#include "model/gemm.h"
+#include "model/simd.h"
+
+namespace pg::layers {
+namespace {
+
+using gemm::StridedView;
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Per-thread scratch that grows once (first use) and is reused afterwards. Content never carries over
+// between tasks: every task overwrites what it reads.
+template <class F>
+F* thread_buffer(int slot, size_t n) {
+  static thread_local std::vector<F> bufs[5];
+  if (bufs[slot].size() < n) bufs[slot].resize(n);
+  return bufs[slot].data();
+}
+// A thread buffer for an M x K operand packed as A (float only; the double path uses plain views).
+template <class F>
+F* packed_buffer(int slot, int64_t M, int64_t K) {
+  if constexpr (std::is_same_v<F, float>) return thread_buffer<F>(slot, gemm::packed_a_floats(M, K));
+  return nullptr;
+}
+
+}  // namespace
+
+int64_t lm_head_rows(int64_t V) {
+  int64_t rows = (int64_t{1} << 24) / std::max<int64_t>(V, 1);
+  rows = std::clamp<int64_t>(rows, 14, 504);
+  return rows / 14 * 14;
+}
+
+template <class F>
+void parallel_zero(F* p, size_t n) {
+  constexpr size_t kBlock = size_t{1} << 16;
+  const int64_t nb = static_cast<int64_t>((n + kBlock - 1) / kBlock);
+#pragma omp parallel for schedule(static)
+  for (int64_t b = 0; b < nb; ++b) {
+    const size_t s = static_cast<size_t>(b) * kBlock;
+    std::memset(p + s, 0, std::min(kBlock, n - s) * sizeof(F));
+  }
+}
+
+// ---------------------------------------------------------------- embedding
+template <class F>
+void embedding_forward(F* out, const int32_t* tokens, const F* wte, int64_t N, int64_t C) {
+#pragma omp parallel for schedule(static)
+  for (int64_t n = 0; n < N; ++n) std::memcpy(out + n * C, wte + int64_t{tokens[n]} * C, C * sizeof(F));
+}
+
+template <class F>
+void embedding_backward(F* dwte, const F* dout, const int32_t* tokens, int64_t N, int64_t C) {
+  // Rows of dwte collide (repeated tokens), so split over columns: each task adds the tokens in order.
+  constexpr int64_t kCols = 64;
+  const int64_t ntask = ceil_div(C, kCols);
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int64_t task = 0; task < ntask; ++task) {
+    const int64_t c0 = task * kCols, c1 = std::min(C, c0 + kCols);
+    for (int64_t n = 0; n < N; ++n) {
+      F* d = dwte + int64_t{tokens[n]} * C;
+      const F* g = dout + n * C;
+      for (int64_t c = c0; c < c1; ++c) d[c] += g[c];
+    }
+  }
+}
+
+// ---------------------------------------------------------------- RMSNorm
+template <class F>
+void rmsnorm_forward(F* out, F* rstd, const F* inp, const F* weight, int64_t N, int64_t C, F eps) {
+#pragma omp parallel for schedule(static)
+  for (int64_t n = 0; n < N; ++n) {
+    const F* x = inp + n * C;
+    F* y = out + n * C;
+    const F ms = simd::vdot(x, x, C) / static_cast<F>(C);
+    const F r = F(1) / std::sqrt(ms + eps);
+    for (int64_t c = 0; c < C; ++c) y[c] = x[c] * r * weight[c];
+    rstd[n] = r;
+  }
+}
+
+template <class F>
+void rmsnorm_backward(F* dinp, F* dweight, F* partials, const F* dout, const F* inp, const F* weight, const F* rstd,
+                      int64_t N, int64_t C) {
+  // dx = r (g - xhat mean(g xhat)), g = dy w, xhat = x r;  dw = sum_n dy xhat (per block, then in order).
+  const int64_t nblk = ceil_div(N, kNormRows);
+#pragma omp parallel
+  {
+    F* g = thread_buffer<F>(0, C);
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t blk = 0; blk < nblk; ++blk) {
+      F* part = partials + blk * C;
+      for (int64_t c = 0; c < C; ++c) part[c] = 0;
+      const int64_t n1 = std::min(N, (blk + 1) * kNormRows);
+      for (int64_t n = blk * kNormRows; n < n1; ++n) {
+        const F* x = inp + n * C;
+        const F* dy = dout + n * C;
+        F* dx = dinp + n * C;
+        const F r = rstd[n];
+        for (int64_t c = 0; c < C; ++c) {
+          g[c] = dy[c] * weight[c];
+          part[c] += dy[c] * (x[c] * r);
+        }
+        const F k = simd::vdot(g, x, C) * r * r / static_cast<F>(C);  // xhat * mean(g xhat) = x * k
+        for (int64_t c = 0; c < C; ++c) dx[c] += r * (g[c] - x[c] * k);
+      }
+    }
+#pragma omp for schedule(static)
+    for (int64_t c = 0; c < C; ++c) {
+      F s = 0;
+      for (int64_t blk = 0; blk < nblk; ++blk) s += partials[blk * C + c];
+      dweight[c] += s;
+    }
+  }
+}
+
+// ---------------------------------------------------------------- linear
+template <class F>
+void linear_forward(F* out, const F* inp, const F* weight, const F* residual, int64_t N, int64_t C, int64_t OC,
+                    F* pack_w) {
+  // B(k = c, j = o) = W[o, c]
+  const auto w = gemm::make_b(pack_w, StridedView<F>{weight, 1, C}, C, OC);
+  const int64_t ntask = ceil_div(N, kGemmRows);
+#pragma omp parallel
+  {
+    gemm::pack_operand(w);
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t task = 0; task < ntask; ++task) {
+      const int64_t r0 = task * kGemmRows, nr = std::min(kGemmRows, N - r0);
+      if (residual) std::memcpy(out + r0 * OC, residual + r0 * OC, nr * OC * sizeof(F));
+      gemm::gemm_b(nr, OC, C, StridedView<F>{inp + r0 * C, C, 1}, w, 0, 0, out + r0 * OC, OC, residual != nullptr);
+    }
+  }
+}
+
+template <class F>
+void linear_backward(F* dinp, F* dweight, const F* dout, const F* inp, const F* weight, int64_t N, int64_t C,
+                     int64_t OC, F* pack_w, F* pack_x) {
+  const auto w = gemm::make_b(pack_w, StridedView<F>{weight, C, 1}, OC, C);  // B(k = o, j = c) = W[o, c]
+  const auto x = gemm::make_b(pack_x, StridedView<F>{inp, C, 1}, N, C);      // B(k = n, j = c) = inp[n, c]
+  const int64_t ndw = ceil_div(OC, kGemmRows), ndx = ceil_div(N, kGemmRows);
+#pragma omp parallel
+  {
+    gemm::pack_operand(w);
+    gemm::pack_operand(x);
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t task = 0; task < ndw + ndx; ++task) {
+      if (task < ndw) {  // dW rows [o0, o0 + no): A(i = o, k = n) = dout[n, o]; reduction over all N in order
+        const int64_t o0 = task * kGemmRows, no = std::min(kGemmRows, OC - o0);
+        gemm::gemm_b(no, C, N, StridedView<F>{dout + o0, 1, OC}, x, 0, 0, dweight + o0 * C, C, true);
+      } else {  // dinp rows [r0, r0 + nr)
+        const int64_t r0 = (task - ndw) * kGemmRows, nr = std::min(kGemmRows, N - r0);
+        gemm::gemm_b(nr, C, OC, StridedView<F>{dout + r0 * OC, OC, 1}, w, 0, 0, dinp + r0 * C, C, true);
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------- RoPE
+template <class F>
+void rope_tables(F* cos, F* sin, int64_t T, int64_t HD, double base) {
+  const int64_t half = HD / 2;
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t i = 0; i < half; ++i) {
+      const double ang = static_cast<double>(t) * std::pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(HD));
+      cos[t * half + i] = static_cast<F>(std::cos(ang));
+      sin[t * half + i] = static_cast<F>(std::sin(ang));
+    }
+}
+
+namespace {
+// Rotates x[0:half], x[half:2 half] by the angles of one position; sign = +1 forward, -1 inverse.
+template <class F>
+inline void rotate(F* x, const F* cs, const F* sn, int64_t half, F sign) {
+  for (int64_t i = 0; i < half; ++i) {
+    const F a = x[i], b = x[i + half], s = sign * sn[i];
+    x[i] = a * cs[i] - b * s;
+    x[i + half] = b * cs[i] + a * s;
+  }
+}
+template <class F>
+void rope_apply(F* qkv, const F* cos, const F* sin, int64_t B, int64_t T, int64_t C, int64_t NH, F sign) {
+  const int64_t HD = C / NH, half = HD / 2, N = B * T;
+#pragma omp parallel for schedule(static)
+  for (int64_t n = 0; n < N; ++n) {
+    const int64_t t = n % T;
+    F* row = qkv + n * 3 * C;
+    for (int64_t h = 0; h < 2 * NH; ++h) rotate(row + h * HD, cos + t * half, sin + t * half, half, sign);
+  }
+}
+}  // namespace
+
+template <class F>
+void rope_forward(F* qkv, const F* cos, const F* sin, int64_t B, int64_t T, int64_t C, int64_t NH) {
+  rope_apply(qkv, cos, sin, B, T, C, NH, F(1));
+}
+template <class F>
+void rope_backward(F* dqkv, const F* cos, const F* sin, int64_t B, int64_t T, int64_t C, int64_t NH) {
+  rope_apply(dqkv, cos, sin, B, T, C, NH, F(-1));  // the transpose of a rotation is the inverse rotation
+}
+
+// ---------------------------------------------------------------- attention
+// Per (b, h) and query block [q0, q0 + nq) the scores are kept transposed, Sᵀ[key, j] (keys 0..q0+nq-1 as
+// rows, the block's queries as contiguous columns), so the softmax over keys vectorizes across queries and
+// Pᵀ feeds O = P V without a transpose.
+namespace {
+constexpr int64_t kLd = kQueryBlock;
+
+// st [nk, kLd] raw scores q·k -> normalized probabilities Pᵀ (0 where key > query); lse [nq] out.
+template <class F>
+void softmax_forward_block(F* st, F* lse, int64_t nk, int64_t nq, int64_t q0, F scale) {
+  F m[kLd], sum[kLd];
+  for (int64_t j = 0; j < nq; ++j) {
+    m[j] = -std::numeric_limits<F>::infinity();
+    sum[j] = 0;
+  }
+  for (int64_t key = 0; key < nk; ++key) {
+    const F* row = st + key * kLd;
+    for (int64_t j = std::max<int64_t>(0, key - q0); j < nq; ++j) m[j] = row[j] > m[j] ? row[j] : m[j];
+  }
+  for (int64_t key = 0; key < nk; ++key) {
+    F* row = st + key * kLd;
+    const int64_t j0 = std::max<int64_t>(0, key - q0);
+    for (int64_t j = 0; j < j0; ++j) row[j] = 0;
+    for (int64_t j = j0; j < nq; ++j) row[j] = scale * (row[j] - m[j]);
+    simd::vexp(row + j0, row + j0, nq - j0);
+    for (int64_t j = j0; j < nq; ++j) sum[j] += row[j];
+  }
+  F inv[kLd];
+  for (int64_t j = 0; j < nq; ++j) {
+    inv[j] = F(1) / sum[j];
+    lse[j] = scale * m[j] + std::log(sum[j]);
+  }
+  for (int64_t key = 0; key < nk; ++key) {
+    F* row = st + key * kLd;
+    for (int64_t j = 0; j < nq; ++j) row[j] *= inv[j];
+  }
+}
+
+// st [nk, kLd] raw scores -> Pᵀ = exp(scale s - lse) (0 where key > query).
+template <class F>
+void softmax_recompute_block(F* st, const F* lse, int64_t nk, int64_t nq, int64_t q0, F scale) {
+  for (int64_t key = 0; key < nk; ++key) {
+    F* row = st + key * kLd;
+    const int64_t j0 = std::max<int64_t>(0, key - q0);
+    for (int64_t j = 0; j < j0; ++j) row[j] = 0;
+    for (int64_t j = j0; j < nq; ++j) row[j] = scale * row[j] - lse[j];
+    simd::vexp(row + j0, row + j0, nq - j0);
+  }
+}
+}  // namespace
+
+template <class F>
+void attention_forward(F* out, F* lse, const F* qkv, int64_t B, int64_t T, int64_t C, int64_t NH) {
+  const int64_t HD = C / NH, C3 = 3 * C;
+  const F scale = F(1) / std::sqrt(static_cast<F>(HD));
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int64_t bh = 0; bh < B * NH; ++bh) {
+    const int64_t b = bh / NH, h = bh % NH;
+    const F* q = qkv + b * T * C3 + h * HD;
+    const F* k = q + C;
+    const F* v = q + 2 * C;
+    F* o = out + b * T * C + h * HD;
+    F* st = thread_buffer<F>(0, T * kLd);
+    const auto ka = gemm::make_a(packed_buffer<F>(2, T, HD), StridedView<F>{k, C3, 1}, T, HD);  // K as A, packed once
+    gemm::pack_operand_serial(ka);
+    for (int64_t q0 = 0; q0 < T; q0 += kQueryBlock) {
+      const int64_t nq = std::min(kQueryBlock, T - q0), nk = q0 + nq;
+      // Sᵀ[key, j] = K[key] · Q[q0 + j]
+      gemm::gemm_a(nk, nq, HD, ka, 0, 0, StridedView<F>{q + q0 * C3, 1, C3}, st, kLd, false);
+      softmax_forward_block(st, lse + bh * T + q0, nk, nq, q0, scale);
+      // O[q0 + j] = sum_key Pᵀ[key, j] V[key]
+      gemm::gemm(nq, HD, nk, StridedView<F>{st, 1, kLd}, StridedView<F>{v, C3, 1}, o + q0 * C, C, false);
+    }
+  }
+}
+
+template <class F>
+void attention_backward(F* dqkv, const F* dout, const F* qkv, const F* out, const F* lse, int64_t B, int64_t T,
+                        int64_t C, int64_t NH) {
+  const int64_t HD = C / NH, C3 = 3 * C;
+  const F scale = F(1) / std::sqrt(static_cast<F>(HD));
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int64_t bh = 0; bh < B * NH; ++bh) {
+    const int64_t b = bh / NH, h = bh % NH;
+    const F* q = qkv + b * T * C3 + h * HD;
+    const F* k = q + C;
+    const F* v = q + 2 * C;
+    const F* o = out + b * T * C + h * HD;
+    const F* dO = dout + b * T * C + h * HD;
+    F* dq = dqkv + b * T * C3 + h * HD;
+    F* dk = dq + C;
+    F* dv = dq + 2 * C;
+    const F* l = lse + bh * T;
+    F* st = thread_buffer<F>(0, T * kLd);
+    F* dst = thread_buffer<F>(1, T * kLd);
+    F* D = thread_buffer<F>(3, T);
+    for (int64_t t = 0; t < T; ++t) D[t] = simd::vdot(dO + t * C, o + t * C, HD);  // D = rowsum(dO * O)
+    const auto ka = gemm::make_a(packed_buffer<F>(2, T, HD), StridedView<F>{k, C3, 1}, T, HD);
+    const auto va = gemm::make_a(packed_buffer<F>(4, T, HD), StridedView<F>{v, C3, 1}, T, HD);
+    gemm::pack_operand_serial(ka);
+    gemm::pack_operand_serial(va);
+    for (int64_t q0 = 0; q0 < T; q0 += kQueryBlock) {
+      const int64_t nq = std::min(kQueryBlock, T - q0), nk = q0 + nq;
+      gemm::gemm_a(nk, nq, HD, ka, 0, 0, StridedView<F>{q + q0 * C3, 1, C3}, st, kLd, false);
+      softmax_recompute_block(st, l + q0, nk, nq, q0, scale);
+      // dPᵀ[key, j] = V[key] · dO[q0 + j]
+      gemm::gemm_a(nk, nq, HD, va, 0, 0, StridedView<F>{dO + q0 * C, 1, C}, dst, kLd, false);
+      // dSᵀ = Pᵀ (dPᵀ - D) * scale   (gradient w.r.t. the raw scores q·k)
+      for (int64_t key = 0; key < nk; ++key) {
+        const F* p = st + key * kLd;
+        F* d = dst + key * kLd;
+        for (int64_t j = 0; j < nq; ++j) d[j] = p[j] * (d[j] - D[q0 + j]) * scale;
+      }
+      // dQ[q0 + j] += sum_key dSᵀ[key, j] K[key]
+      gemm::gemm(nq, HD, nk, StridedView<F>{dst, 1, kLd}, StridedView<F>{k, C3, 1}, dq + q0 * C3, C3, true);
+      // dK[key] += sum_j dSᵀ[key, j] Q[q0 + j];  dV[key] += sum_j Pᵀ[key, j] dO[q0 + j]
+      gemm::gemm(nk, HD, nq, StridedView<F>{dst, kLd, 1}, StridedView<F>{q + q0 * C3, C3, 1}, dk, C3, true);
+      gemm::gemm(nk, HD, nq, StridedView<F>{st, kLd, 1}, StridedView<F>{dO + q0 * C, C, 1}, dv, C3, true);
+    }
+  }
+}
+
+// ---------------------------------------------------------------- GELU
+template <class F>
+void gelu_forward(F* out, const F* inp, int64_t N, int64_t H) {
+#pragma omp parallel for schedule(static)
+  for (int64_t n = 0; n < N; ++n) simd::gelu_forward_row(out + n * H, inp + n * H, H);
+}
+template <class F>
+void gelu_backward(F* dinp, const F* inp, const F* dout, int64_t N, int64_t H) {
+#pragma omp parallel for schedule(static)
+  for (int64_t n = 0; n < N; ++n) simd::gelu_backward_row(dinp + n * H, inp + n * H, dout + n * H, H);
+}
+
+// ---------------------------------------------------------------- LM head + cross-entropy
+template <class F>
+double lm_head_ce(F* dinp, F* dweight, double* losses, const F* inp, const F* weight, const int32_t* targets,
+                  int64_t N, int64_t C, int64_t V, F dloss, const LmHeadScratch<F>& s) {
+  const bool backward = dinp != nullptr;
+  const auto wt = gemm::make_b(s.pack_t, StridedView<F>{weight, 1, C}, C, V);  // B(k = c, j = v) = W[v, c]
+  const auto wn = gemm::make_b(s.pack_n, StridedView<F>{weight, C, 1}, V, C);  // B(k = v, j = c) = W[v, c]
+  const int64_t nvb = ceil_div(V, kVocabBlock), ndx = ceil_div(C, kDxCols);
+  F* logits = s.logits;
+#pragma omp parallel
+  {
+    gemm::pack_operand(wt);
+    if (backward) gemm::pack_operand(wn);
+    for (int64_t r0 = 0; r0 < N; r0 += s.rows) {  // every thread walks the same chunks
+      const int64_t nc = std::min(s.rows, N - r0);
+      const F* xc = inp + r0 * C;
+      const auto xb = gemm::make_b(s.pack_x, StridedView<F>{xc, C, 1}, nc, C);   // B(k = n, j = c) = X[n, c]
+      const auto xa = gemm::make_a(s.pack_xa, StridedView<F>{xc, C, 1}, nc, C);  // A(i = n, k = c) = X[n, c]
+      const auto dla = gemm::make_a(s.pack_dl, StridedView<F>{logits, V, 1}, nc, V);
+      gemm::pack_operand(xa);
+      if (backward) gemm::pack_operand(xb);
+      // logits[:, v0:v0+nv] = Xc W[v0:v0+nv]ᵀ
+#pragma omp for schedule(dynamic, 1)
+      for (int64_t vb = 0; vb < nvb; ++vb) {
+        const int64_t v0 = vb * kVocabBlock, nv = std::min(kVocabBlock, V - v0);
+        gemm::gemm_ab(nc, nv, C, xa, 0, wt, 0, v0, logits + v0, V, false);
+      }
+      // per row: loss = logsumexp - logit[target]; dlogits = (softmax - onehot) * dloss, in place
+#pragma omp for schedule(dynamic, 4)
+      for (int64_t t = 0; t < nc; ++t) {
+        F* row = logits + t * V;
+        const int32_t tgt = targets[r0 + t];
+        const F m = simd::vmax(row, V);
+        const F lt = row[tgt];
+        const F sum = simd::exp_shift_sum(row, V, m);
+        losses[r0 + t] = std::log(static_cast<double>(sum)) + static_cast<double>(m) - static_cast<double>(lt);
+        if (backward) {
+          const F inv = dloss / sum;
+          for (int64_t v = 0; v < V; ++v) row[v] *= inv;
+          row[tgt] -= dloss;
+        }
+      }
+      if (backward) {
+        gemm::pack_operand(dla);  // dlogits as A, transposed once and shared by the dX tasks
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t task = 0; task < ndx + nvb; ++task) {
+          if (task < ndx) {  // dX[:, c0:c0+ncol] += dlogits W[:, c0:c0+ncol]   (reduction over V in order)
+            const int64_t c0 = task * kDxCols, ncol = std::min(kDxCols, C - c0);
+            gemm::gemm_ab(nc, ncol, V, dla, 0, wn, 0, c0, dinp + r0 * C + c0, C, true);
+          } else {  // dW[v0:v0+nv] += dlogits[:, v0:v0+nv]ᵀ Xc   (chunks added in order)
+            const int64_t v0 = (task - ndx) * kVocabBlock, nv = std::min(kVocabBlock, V - v0);
+            gemm::gemm_b(nv, C, nc, StridedView<F>{logits + v0, 1, V}, xb, 0, 0, dweight + v0 * C, C, true);
+          }
+        }
+      }
+    }
+  }
+  double total = 0;
+  for (int64_t n = 0; n < N; ++n) total += losses[n];
+  return total / static_cast<double>(N);
+}
+
+// ---------------------------------------------------------------- instantiations
+#define PG_LAYERS_INSTANTIATE(F)                                                                                  \
+  template void parallel_zero<F>(F*, size_t);                                                                    \
+  template void embedding_forward<F>(F*, const int32_t*, const F*, int64_t, int64_t);                            \
+  template void embedding_backward<F>(F*, const F*, const int32_t*, int64_t, int64_t);                           \
+  template void rmsnorm_forward<F>(F*, F*, const F*, const F*, int64_t, int64_t, F);                             \
+  template void rmsnorm_backward<F>(F*, F*, F*, const F*, const F*, const F*, const F*, int64_t, int64_t);       \
+  template void linear_forward<F>(F*, const F*, const F*, const F*, int64_t, int64_t, int64_t, F*);              \
+  template void linear_backward<F>(F*, F*, const F*, const F*, const F*, int64_t, int64_t, int64_t, F*, F*);     \
+  template void rope_tables<F>(F*, F*, int64_t, int64_t, double);                                                \
+  template void rope_forward<F>(F*, const F*, const F*, int64_t, int64_t, int64_t, int64_t);                     \
+  template void rope_backward<F>(F*, const F*, const F*, int64_t, int64_t, int64_t, int64_t);                    \
+  template void attention_forward<F>(F*, F*, const F*, int64_t, int64_t, int64_t, int64_t);                      \
+  template void attention_backward<F>(F*, const F*, const F*, const F*, const F*, int64_t, int64_t, int64_t,     \
+                                      int64_t);                                                                  \
+  template void gelu_forward<F>(F*, const F*, int64_t, int64_t);                                                 \
+  template void gelu_backward<F>(F*, const F*, const F*, int64_t, int64_t);                                      \
+  template double lm_head_ce<F>(F*, F*, double*, const F*, const F*, const int32_t*, int64_t, int64_t, int64_t, \
+                                F, const LmHeadScratch<F>&);
+
+PG_LAYERS_INSTANTIATE(float)
+PG_LAYERS_INSTANTIATE(double)
+#undef PG_LAYERS_INSTANTIATE
+
+}  // namespace pg::layers

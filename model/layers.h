@@ -1,0 +1,111 @@
+// The backbone's layers as forward/backward function pairs (llm.c style), templated on the scalar type:
+// float is the training path, double the gradient-check instantiation of the very same code.
+//
+// Conventions: N = B*T tokens (row-major [N, ...] activations), C model width, OC output width,
+// H MLP hidden width, V vocabulary, NH heads, HD = C/NH head width. Linear weights are [out, in], y = x Wᵀ.
+// Backward functions ADD into every gradient they produce (dinp and dweight alike); callers zero them.
+//
+// Determinism: every parallel loop runs fixed tasks (token blocks, weight-row blocks, (batch, head) pairs,
+// vocabulary blocks) whose boundaries never depend on the thread count, each computed by single-threaded
+// code; reductions over tokens are either split over the output dimension or reduced per fixed block and
+// then summed in block order. So results are bit-identical for any number of threads and any schedule.
+// Nothing here throws inside a parallel region.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+namespace pg::layers {
+
+inline constexpr int64_t kGemmRows = 112;    // tokens (or weight rows) per GEMM task: 8 micro-panels of 14
+inline constexpr int64_t kNormRows = 64;     // tokens per RMSNorm weight-gradient partial sum
+inline constexpr int64_t kQueryBlock = 64;   // attention queries per block
+inline constexpr int64_t kVocabBlock = 1024; // LM-head vocabulary rows per task
+inline constexpr int64_t kDxCols = 128;      // LM-head dX columns per task
+
+// Scratch of the fused LM head + cross-entropy. Packed operands are used by float only (null for double).
+template <class F>
+struct LmHeadScratch {
+  F* pack_t = nullptr;  // W as B = Wᵀ (K = C, N = V), gemm::packed_b_floats(C, V)
+  F* pack_n = nullptr;  // W as B = W  (K = V, N = C), gemm::packed_b_floats(V, C)
+  F* pack_x = nullptr;  // one token chunk of X as B (K = rows, N = C), gemm::packed_b_floats(rows, C)
+  F* pack_xa = nullptr; // the same chunk as A (M = rows, K = C), gemm::packed_a_floats(rows, C)
+  F* pack_dl = nullptr; // one chunk of dlogits as A (M = rows, K = V), gemm::packed_a_floats(rows, V)
+  F* logits = nullptr;  // [rows, V] one token chunk of logits / dlogits
+  int64_t rows = 0;     // tokens per chunk
+};
+// Tokens per LM-head chunk for vocabulary V: keeps the [rows, V] logits chunk near 64 MiB (a multiple of 14).
+int64_t lm_head_rows(int64_t V);
+
+// ---- token embedding ----
+// out [N, C] = wte[tokens[n]]; tokens [N] already validated; wte [V, C].
+template <class F>
+void embedding_forward(F* out, const int32_t* tokens, const F* wte, int64_t N, int64_t C);
+// dwte [V, C] += scatter of dout [N, C] rows (tokens in order, split over column blocks).
+template <class F>
+void embedding_backward(F* dwte, const F* dout, const int32_t* tokens, int64_t N, int64_t C);
+
+// ---- RMSNorm (learned weight): out = x * rstd * w, rstd = 1/sqrt(mean(x^2) + eps) ----
+// out [N, C], rstd [N] (saved for backward), inp [N, C], weight [C].
+template <class F>
+void rmsnorm_forward(F* out, F* rstd, const F* inp, const F* weight, int64_t N, int64_t C, F eps);
+// dinp [N, C] +=, dweight [C] +=; partials [ceil(N / kNormRows), C] scratch; dout [N, C], inp [N, C],
+// weight [C], rstd [N].
+template <class F>
+void rmsnorm_backward(F* dinp, F* dweight, F* partials, const F* dout, const F* inp, const F* weight, const F* rstd,
+                      int64_t N, int64_t C);
+
+// ---- linear, no bias: out = [residual +] inp Wᵀ ----
+// out [N, OC], inp [N, C], weight [OC, C], residual [N, OC] or null (may alias nothing else);
+// pack_w scratch of gemm::packed_b_floats(C, OC) floats (float only).
+template <class F>
+void linear_forward(F* out, const F* inp, const F* weight, const F* residual, int64_t N, int64_t C, int64_t OC,
+                    F* pack_w);
+// dinp [N, C] += dout W, dweight [OC, C] += doutᵀ inp; dout [N, OC], inp [N, C], weight [OC, C];
+// pack_w >= packed_b_floats(OC, C), pack_x >= packed_b_floats(N, C) (float only).
+template <class F>
+void linear_backward(F* dinp, F* dweight, const F* dout, const F* inp, const F* weight, int64_t N, int64_t C,
+                     int64_t OC, F* pack_w, F* pack_x);
+
+// ---- RoPE, rotate-half pairing (i, i + HD/2), angle t * base^(-2i/HD) ----
+// cos, sin [T, HD/2] (computed in double).
+template <class F>
+void rope_tables(F* cos, F* sin, int64_t T, int64_t HD, double base);
+// qkv [B*T, 3C]: rotates the q and k parts in place (v untouched); cos, sin [T, HD/2].
+template <class F>
+void rope_forward(F* qkv, const F* cos, const F* sin, int64_t B, int64_t T, int64_t C, int64_t NH);
+// dqkv [B*T, 3C]: maps the gradient w.r.t. rotated q, k to the gradient w.r.t. unrotated q, k, in place.
+template <class F>
+void rope_backward(F* dqkv, const F* cos, const F* sin, int64_t B, int64_t T, int64_t C, int64_t NH);
+
+// ---- causal self-attention, scale 1/sqrt(HD), per (batch, head), query blocks of kQueryBlock ----
+// out [B*T, C] (heads side by side), lse [B, NH, T] log-sum-exp of the scaled scores (saved for backward),
+// qkv [B*T, 3C] (q, k already rotated).
+template <class F>
+void attention_forward(F* out, F* lse, const F* qkv, int64_t B, int64_t T, int64_t C, int64_t NH);
+// dqkv [B*T, 3C] +=; dout [B*T, C]; qkv, out, lse as saved by the forward. Probabilities are recomputed.
+template <class F>
+void attention_backward(F* dqkv, const F* dout, const F* qkv, const F* out, const F* lse, int64_t B, int64_t T,
+                        int64_t C, int64_t NH);
+
+// ---- GELU, exact erf form ----
+// out [N, H] = gelu(inp [N, H]).
+template <class F>
+void gelu_forward(F* out, const F* inp, int64_t N, int64_t H);
+// dinp [N, H] += dout * gelu'(inp).
+template <class F>
+void gelu_backward(F* dinp, const F* inp, const F* dout, int64_t N, int64_t H);
+
+// ---- LM head fused with softmax cross-entropy, in token chunks (never the whole [N, V] logits) ----
+// losses [N] = -log softmax(inp Wᵀ)[target]; returns their mean. With dinp != null also
+// dinp [N, C] += dL/dinp and dweight [V, C] += dL/dW for L = dloss * sum(losses) (dloss = scale / N).
+// inp [N, C], weight [V, C], targets [N] (validated).
+template <class F>
+double lm_head_ce(F* dinp, F* dweight, double* losses, const F* inp, const F* weight, const int32_t* targets,
+                  int64_t N, int64_t C, int64_t V, F dloss, const LmHeadScratch<F>& s);
+
+// ---- helpers ----
+// p[0:n] = 0 in parallel (fixed blocks).
+template <class F>
+void parallel_zero(F* p, size_t n);
+
+}  // namespace pg::layers

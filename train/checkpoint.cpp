@@ -1,0 +1,87 @@
+// Implementation of train/checkpoint.h.
+#include "train/checkpoint.h"
+
+#include <filesystem>
+
+#include "core/build_info.h"
+
+namespace pg {
+namespace {
+
+std::vector<uint64_t> shape_of(const ParamInfo& p) { return std::vector<uint64_t>(p.shape.begin(), p.shape.end()); }
+
+void check_format(const h5::Group& r, const std::string& path) {
+  if (!r.has_attr("format") || r.attr_string("format") != "pagegram-checkpoint")
+    throw IoError(str(path, ": not a pagegram checkpoint (root attribute 'format' missing or different)"));
+  const int64_t v = r.attr_int("format_version");
+  if (v != kCheckpointVersion)
+    throw IoError(str(path, ": checkpoint format version ", v, ", this build reads ", kCheckpointVersion));
+}
+
+}  // namespace
+
+void save_checkpoint(const std::string& path, const ExperimentConfig& cfg, const Transformer& model, AdamW* opt,
+                     const TrainState& st, const SectionWriter& memory) {
+  std::filesystem::path p(path);
+  if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path());
+  auto& m = const_cast<Transformer&>(model);
+  h5::write_atomic(path, [&](const h5::Group& r) {
+    r.set_attr("format", std::string("pagegram-checkpoint"));
+    r.set_attr("format_version", kCheckpointVersion);
+    r.set_attr("config", cfg::dump(cfg));
+    r.set_attr("revision", std::string(build::kRevision));
+    r.set_attr("step", st.step);
+    r.set_attr("tokens", st.tokens);
+    r.set_attr("sampler_counter", static_cast<int64_t>(st.sampler_counter));
+    r.set_attr("elapsed_s", st.elapsed_s);
+    h5::Group params = r.create("params");
+    std::span<float> all = m.params();
+    for (const ParamInfo& pi : m.param_infos())
+      params.write<float>(pi.name, std::span<const float>(all.data() + pi.offset, pi.size), shape_of(pi));
+    if (opt) {
+      h5::Group adam = r.create("adam");
+      h5::Group gm = adam.create("m"), gv = adam.create("v");
+      for (size_t i = 0; i < opt->views().size(); ++i) {
+        const auto& v = opt->views()[i];
+        gm.write<float>(v.name, std::span<const float>(opt->m(i)), {v.n});
+        gv.write<float>(v.name, std::span<const float>(opt->v(i)), {v.n});
+      }
+    }
+    if (memory) memory(r.create("memory"));
+  });
+}
+
+ExperimentConfig checkpoint_config(const std::string& path) {
+  h5::File f = h5::File::open(path);
+  h5::Group r = f.root();
+  check_format(r, path);
+  return parse_experiment(r.attr_string("config"), path + ":/config");
+}
+
+TrainState load_checkpoint(const std::string& path, Transformer& model, AdamW* opt, const SectionReader& memory) {
+  h5::File f = h5::File::open(path);
+  h5::Group r = f.root();
+  check_format(r, path);
+  h5::Group params = r.sub("params");
+  std::span<float> all = model.params();
+  for (const ParamInfo& pi : model.param_infos())
+    params.read_into<float>(pi.name, std::span<float>(all.data() + pi.offset, pi.size), shape_of(pi));
+  if (opt) {
+    h5::Group adam = r.sub("adam");
+    h5::Group gm = adam.sub("m"), gv = adam.sub("v");
+    for (size_t i = 0; i < opt->views().size(); ++i) {
+      const auto& v = opt->views()[i];
+      gm.read_into<float>(v.name, opt->m(i), {v.n});
+      gv.read_into<float>(v.name, opt->v(i), {v.n});
+    }
+  }
+  if (memory) memory(r.sub("memory"));
+  TrainState st;
+  st.step = r.attr_int("step");
+  st.tokens = r.attr_int("tokens");
+  st.sampler_counter = static_cast<uint64_t>(r.attr_int("sampler_counter"));
+  st.elapsed_s = r.attr_double("elapsed_s");
+  return st;
+}
+
+}  // namespace pg

@@ -1,0 +1,219 @@
+// Implementation of train/memory_injector.h.
+#include "train/memory_injector.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+namespace pg {
+
+MemoryInjector::MemoryInjector(const MemoryConfig& cfg, int64_t d_model, int64_t layers, uint64_t seed,
+                               const CompressedVocab* vocab, double norm_eps)
+    : cfg_(cfg), C_(d_model), norm_eps_(norm_eps) {
+  PG_CHECK(cfg.enabled(), "MemoryInjector for memory.layout = none");
+  cfg.validate("memory injector", d_model, layers);
+  form_ = cfg.gate == "context_sqrt" ? readout::GateForm::kSignedSqrt : readout::GateForm::kSigmoid;
+  table_ = std::make_unique<MemoryTable>(make_layout(cfg, d_model, vocab),
+                                         RowwiseRmsSettings{cfg.beta2, cfg.eps, cfg.weight_decay});
+  D_ = table_->readout_width();
+  const int64_t L = static_cast<int64_t>(cfg.inject_layers.size());
+  size_t off = 0;
+  auto take = [&](size_t n) {
+    View v{off, n};
+    off += n;
+    return v;
+  };
+  if (projected()) wv_ = take(static_cast<size_t>(C_ * D_));
+  if (context()) {
+    wk_ = take(static_cast<size_t>(C_ * D_));
+    norm_h_ = take(static_cast<size_t>(L * C_));
+    norm_k_ = take(static_cast<size_t>(L * C_));
+  } else {
+    gates_ = take(static_cast<size_t>(L));
+  }
+  params_.assign(off, 0.0f);
+  grads_.assign(off, 0.0f);
+  // SPEC §3: W_V orthogonal with gain sqrt(2d / (2Kr)) — generalized to sqrt(2d / D), D = n_orders K r;
+  // W_K likewise (gain 1 for the flat layout, whose W_K is d x d); stream independent of the backbone's.
+  const RngStream init(seed, "memory.init");
+  const double gain = std::sqrt(2.0 * static_cast<double>(C_) / static_cast<double>(D_));
+  if (wv_.n) readout::orthogonal_init(params_.data() + wv_.off, C_, D_, gain, init.child("w_v"));
+  if (wk_.n) readout::orthogonal_init(params_.data() + wk_.off, C_, D_, projected() ? gain : 1.0, init.child("w_k"));
+  for (size_t i = 0; i < gates_.n; ++i) params_[gates_.off + i] = static_cast<float>(cfg.gate_init);
+  for (size_t i = 0; i < norm_h_.n; ++i) params_[norm_h_.off + i] = 1.0f;
+  for (size_t i = 0; i < norm_k_.n; ++i) params_[norm_k_.off + i] = 1.0f;
+  h_save_.resize(static_cast<size_t>(L));
+  alpha_.resize(static_cast<size_t>(L));
+}
+
+int64_t MemoryInjector::layer_slot(int64_t layer) const {
+  for (size_t j = 0; j < cfg_.inject_layers.size(); ++j)
+    if (cfg_.inject_layers[j] == layer) return static_cast<int64_t>(j);
+  return -1;
+}
+
+template <class Tok>
+void MemoryInjector::prepare_impl(std::span<const Tok> tokens, std::span<const uint64_t> doc_offsets,
+                                  std::span<const int64_t> window_starts, int64_t T) {
+  PG_CHECK(backward_done_ == 0 || backward_done_ == static_cast<int64_t>(cfg_.inject_layers.size()),
+           "prepare() during an unfinished backward pass");
+  backward_done_ = 0;
+  compute_window_addresses(table_->layout(), tokens, doc_offsets, window_starts, T, addr_);
+  N_ = addr_.n;
+  table_->catch_up(addr_);
+  u_.resize(static_cast<size_t>(N_ * D_));
+  table_->gather(addr_, u_.data());
+  if (projected()) {
+    e_.resize(static_cast<size_t>(N_ * C_));
+    readout::project_forward(e_.data(), u_.data(), params_.data() + wv_.off, N_, C_, D_);
+  }
+  if (context()) {
+    k_.resize(static_cast<size_t>(N_ * C_));
+    readout::project_forward(k_.data(), u_.data(), params_.data() + wk_.off, N_, C_, D_);
+    dk_.assign(static_cast<size_t>(N_ * C_), 0.0f);
+  }
+  de_.assign(static_cast<size_t>(N_ * C_), 0.0f);
+}
+
+void MemoryInjector::prepare(std::span<const uint16_t> tokens, std::span<const uint64_t> doc_offsets,
+                             std::span<const int64_t> window_starts, int64_t T) {
+  prepare_impl(tokens, doc_offsets, window_starts, T);
+}
+void MemoryInjector::prepare(std::span<const uint32_t> tokens, std::span<const uint64_t> doc_offsets,
+                             std::span<const int64_t> window_starts, int64_t T) {
+  prepare_impl(tokens, doc_offsets, window_starts, T);
+}
+void MemoryInjector::prepare(std::span<const int32_t> tokens, std::span<const uint64_t> doc_offsets,
+                             std::span<const int64_t> window_starts, int64_t T) {
+  prepare_impl(tokens, doc_offsets, window_starts, T);
+}
+
+void MemoryInjector::inject_forward(int64_t layer, float* x, int64_t N) {
+  const int64_t j = layer_slot(layer);
+  PG_CHECK(j >= 0, "layer ", layer, " is not a memory layer");
+  PG_CHECK(N == N_, "inject_forward with ", N, " tokens after prepare() of ", N_);
+  if (!context()) {
+    readout::scalar_gate_forward(x, e_ptr(), params_[gates_.off + static_cast<size_t>(j)], N, C_);
+    return;
+  }
+  auto& hs = h_save_[static_cast<size_t>(j)];
+  auto& al = alpha_[static_cast<size_t>(j)];
+  hs.resize(static_cast<size_t>(N * C_));
+  al.resize(static_cast<size_t>(N));
+  readout::context_gate_forward(x, hs.data(), al.data(), k_.data(), e_ptr(), params_.data() + norm_h_.off + j * C_,
+                                params_.data() + norm_k_.off + j * C_, N, C_, norm_eps_, form_);
+}
+
+void MemoryInjector::inject_backward(int64_t layer, float* dx, int64_t N) {
+  const int64_t j = layer_slot(layer);
+  PG_CHECK(j >= 0, "layer ", layer, " is not a memory layer");
+  PG_CHECK(N == N_, "inject_backward with ", N, " tokens after prepare() of ", N_);
+  if (!context()) {
+    readout::scalar_gate_backward(de_.data(), grads_.data() + gates_.off + j, dx, e_ptr(),
+                                  params_[gates_.off + static_cast<size_t>(j)], N, C_);
+  } else {
+    readout::context_gate_backward(dx, dk_.data(), de_.data(), grads_.data() + norm_h_.off + j * C_,
+                                   grads_.data() + norm_k_.off + j * C_, h_save_[static_cast<size_t>(j)].data(),
+                                   k_.data(), e_ptr(), params_.data() + norm_h_.off + j * C_,
+                                   params_.data() + norm_k_.off + j * C_, N, C_, norm_eps_, form_);
+  }
+  if (++backward_done_ == static_cast<int64_t>(cfg_.inject_layers.size())) finish_backward();
+}
+
+void MemoryInjector::finish_backward() {
+  // de = dL/de_t summed over layers; dk = dL/dk_t. Back through W_V / W_K to the gathered rows u, then to the table.
+  const float* du_ptr = de_.data();  // flat without context gate: du = de
+  if (projected() || context()) {
+    du_.assign(static_cast<size_t>(N_ * D_), 0.0f);
+    if (projected())
+      readout::project_backward(du_.data(), grads_.data() + wv_.off, de_.data(), u_.data(), params_.data() + wv_.off,
+                                N_, C_, D_);
+    else
+      std::memcpy(du_.data(), de_.data(), sizeof(float) * static_cast<size_t>(N_ * C_));
+    if (context())
+      readout::project_backward(du_.data(), grads_.data() + wk_.off, dk_.data(), u_.data(), params_.data() + wk_.off,
+                                N_, C_, D_);
+    du_ptr = du_.data();
+  }
+  table_->accumulate_grad(addr_, du_ptr);
+}
+
+std::vector<ParamView> MemoryInjector::dense_params() {
+  std::vector<ParamView> v;
+  auto add = [&](const char* name, const View& w, bool decay) {
+    if (w.n) v.push_back(ParamView{name, params_.data() + w.off, grads_.data() + w.off, w.n, decay});
+  };
+  add("memory.w_v", wv_, true);
+  add("memory.w_k", wk_, true);
+  add("memory.gates", gates_, false);
+  add("memory.gate_norm_h", norm_h_, false);
+  add("memory.gate_norm_k", norm_k_, false);
+  return v;
+}
+
+void MemoryInjector::zero_dense_grads() { std::fill(grads_.begin(), grads_.end(), 0.0f); }
+
+void MemoryInjector::set_lr_schedule(std::function<double(int64_t)> backbone_lr) {
+  const double mult = cfg_.lr_mult;
+  table_->optimizer().set_lr_schedule([backbone_lr, mult](int64_t t) { return mult * backbone_lr(t); });
+}
+
+void MemoryInjector::step_table(int64_t t) { table_->apply_update(t); }
+
+MemoryInjectorStats MemoryInjector::stats() const {
+  MemoryInjectorStats s;
+  s.table = table_->stats();
+  s.touched_rows = table_->pending().touched();
+  for (size_t i = 0; i < gates_.n; ++i) s.gates.push_back(params_[gates_.off + i]);
+  for (const auto& a : alpha_) {
+    double m = 0;
+    for (float x : a) m += x;
+    s.mean_alpha.push_back(a.empty() ? 0.0 : m / static_cast<double>(a.size()));
+  }
+  return s;
+}
+
+void MemoryInjector::save(const h5::Group& g) const {
+  g.set_attr("gate", cfg_.gate);
+  std::string layers;
+  for (size_t i = 0; i < cfg_.inject_layers.size(); ++i) layers += (i ? "," : "") + std::to_string(cfg_.inject_layers[i]);
+  g.set_attr("inject_layers", layers);
+  table_->save(g.create("table"));
+  h5::Group d = g.create("dense");
+  auto put = [&](const char* name, const View& w) {
+    if (w.n) d.write<float>(name, std::span<const float>(params_.data() + w.off, w.n), {static_cast<uint64_t>(w.n)});
+  };
+  put("w_v", wv_);
+  put("w_k", wk_);
+  put("gates", gates_);
+  put("gate_norm_h", norm_h_);
+  put("gate_norm_k", norm_k_);
+}
+
+void MemoryInjector::load(const h5::Group& g) {
+  const std::string where = g.file() + ":" + g.path();
+  std::string layers;
+  for (size_t i = 0; i < cfg_.inject_layers.size(); ++i) layers += (i ? "," : "") + std::to_string(cfg_.inject_layers[i]);
+  for (const auto& [k, v] : {std::pair<std::string, std::string>{"gate", cfg_.gate}, {"inject_layers", layers}}) {
+    const std::string saved = g.attr_string(k);
+    if (saved != v)
+      throw IoError(str(where, ": memory was saved with ", k, " = ", saved, ", this run has ", v,
+                        " (hint: use the memory config the checkpoint was trained with)"));
+  }
+  table_->load(g.sub("table"));
+  h5::Group d = g.sub("dense");
+  auto get = [&](const char* name, const View& w) {
+    if (!w.n) return;
+    d.read_into<float>(name, std::span<float>(params_.data() + w.off, w.n), {static_cast<uint64_t>(w.n)});
+    for (size_t i = 0; i < w.n; ++i)
+      if (!std::isfinite(params_[w.off + i]))
+        throw IoError(str(where, "/dense/", name, ": non-finite value (hint: a diverged run or a corrupt file)"));
+  };
+  get("w_v", wv_);
+  get("w_k", wk_);
+  get("gates", gates_);
+  get("gate_norm_h", norm_h_);
+  get("gate_norm_k", norm_k_);
+}
+
+}  // namespace pg

@@ -1,0 +1,116 @@
+// MemoryInjector: the n-gram memory as a ResidualInjector of the Transformer (SPEC §3): it owns the layout's
+// table (+ row-wise optimizer) and the dense memory parameters (W_V, W_K, gates, gate norms) with gradients.
+//
+// Per micro-batch:  prepare(store tokens, doc offsets, window starts, T)  -> addresses + e_t, once
+//                   model forward  -> inject_forward(layer) at each injected layer (x += g_j e_t, or context gate)
+//                   model backward -> inject_backward(layer); the last (lowest) layer also accumulates dW_V, dW_K
+//                                     and the table's sparse gradient.
+// Per step t:       dense_params() go through the trainer's grad clip + AdamW (gates and norms: no decay);
+//                   step_table(t) applies the row-wise update (outside clipping); zero_dense_grads().
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/h5.h"
+#include "memory/config.h"
+#include "memory/normalize.h"
+#include "memory/readout.h"
+#include "memory/table.h"
+#include "train/adamw.h"
+
+#if __has_include("model/transformer.h")
+#include "model/transformer.h"
+#else
+// The interface the Transformer calls (model/transformer.h, being written); used until that header exists.
+namespace pg {
+struct ResidualInjector {
+  virtual ~ResidualInjector() = default;
+  virtual bool injects(int64_t layer) const = 0;
+  virtual void inject_forward(int64_t layer, float* x, int64_t N) = 0;
+  virtual void inject_backward(int64_t layer, float* dx, int64_t N) = 0;
+};
+}  // namespace pg
+#endif
+
+namespace pg {
+
+struct MemoryInjectorStats {
+  TableStats table;
+  std::vector<double> gates;       // scalar gates g_j (scalar mode)
+  std::vector<double> mean_alpha;  // mean α_t per injected layer over the last forward (context modes)
+  int64_t touched_rows = 0;        // distinct rows with a pending gradient (before step_table)
+};
+
+class MemoryInjector : public ResidualInjector {
+ public:
+  // Builds layout (registry), zero table, and the dense parameters from RngStream(seed, "memory.init"),
+  // independent of the backbone's streams. cfg must be enabled and validated. vocab: Engram-faithful only.
+  MemoryInjector(const MemoryConfig& cfg, int64_t d_model, int64_t layers, uint64_t seed,
+                 const CompressedVocab* vocab = nullptr, double norm_eps = 1e-6);
+
+  // ---- Per micro-batch. window_starts[b] is the position in the token store of window b ([T+1] tokens);
+  // the memory reads positions start .. start+T-1 (the inputs), N = B*T rows, window-major.
+  void prepare(std::span<const uint16_t> tokens, std::span<const uint64_t> doc_offsets,
+               std::span<const int64_t> window_starts, int64_t T);
+  void prepare(std::span<const uint32_t> tokens, std::span<const uint64_t> doc_offsets,
+               std::span<const int64_t> window_starts, int64_t T);
+  void prepare(std::span<const int32_t> tokens, std::span<const uint64_t> doc_offsets,
+               std::span<const int64_t> window_starts, int64_t T);
+
+  bool injects(int64_t layer) const override { return layer_slot(layer) >= 0; }
+  void inject_forward(int64_t layer, float* x, int64_t N) override;
+  void inject_backward(int64_t layer, float* dx, int64_t N) override;
+
+  // ---- Per step.
+  // Dense memory parameters as named views into one allocation (W_V and W_K decayed; gates and norms not).
+  std::vector<ParamView> dense_params();
+  void zero_dense_grads();
+  // backbone_lr(t): the backbone lr of 1-based step t; the table uses lr_mult * backbone_lr(t).
+  void set_lr_schedule(std::function<double(int64_t)> backbone_lr);
+  void step_table(int64_t t);
+
+  MemoryInjectorStats stats() const;
+  MemoryTable& table() { return *table_; }
+  const MemoryTable& table() const { return *table_; }
+  const MemoryConfig& config() const { return cfg_; }
+  // The memory vector e_t [N, C] of the last prepare() (W_V-projected, or the flat signed sum).
+  std::span<const float> memory_vector() const { return {e_ptr(), static_cast<size_t>(N_ * C_)}; }
+
+  // Group: table (sub-group "table"), dense parameter values ("dense/<name>"), attributes gate and layers.
+  void save(const h5::Group& g) const;
+  void load(const h5::Group& g);
+
+ private:
+  template <class Tok>
+  void prepare_impl(std::span<const Tok> tokens, std::span<const uint64_t> doc_offsets,
+                    std::span<const int64_t> window_starts, int64_t T);
+  int64_t layer_slot(int64_t layer) const;
+  void finish_backward();
+  bool projected() const { return !table_->layout().sums_heads(); }
+  bool context() const { return cfg_.gate != "scalar"; }
+  const float* e_ptr() const { return projected() ? e_.data() : u_.data(); }
+  struct View {
+    size_t off, n;
+  };
+
+  MemoryConfig cfg_;
+  int64_t C_, D_;  // model width, readout width
+  double norm_eps_;
+  readout::GateForm form_;
+  std::unique_ptr<MemoryTable> table_;
+  // Dense parameters and gradients (one allocation each) and their views.
+  std::vector<float> params_, grads_;
+  View wv_{0, 0}, wk_{0, 0}, gates_{0, 0}, norm_h_{0, 0}, norm_k_{0, 0};
+  // Micro-batch state.
+  Addresses addr_;
+  int64_t N_ = 0;
+  std::vector<float> u_, e_, k_, du_, de_, dk_;
+  std::vector<std::vector<float>> h_save_, alpha_;
+  int64_t backward_done_ = 0;
+};
+
+}  // namespace pg

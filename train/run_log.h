@@ -1,0 +1,59 @@
+// RunLog: the HDF5 run log of one training run (schema in README "Run log"). Rows are kept in memory
+// and the whole file is rewritten atomically at every flush, so a killed run keeps everything up to its
+// last flush and never leaves a half-written log.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace pg {
+
+struct RunMeta {
+  std::string config_yaml;  // the resolved config
+  std::string command;      // the command line
+  int64_t threads = 1;
+  bool pinned = false;
+  std::string cpus;
+};
+
+class RunLog {
+ public:
+  // Creates a new log, or with resume_step >= 0 loads an existing one and drops rows after resume_step.
+  RunLog(std::string path, RunMeta meta, int64_t resume_step = -1);
+
+  void train_row(int64_t step, int64_t tokens, double loss, double lr, double grad_norm, double tok_per_s,
+                 double elapsed_s);
+  void eval_row(int64_t step, int64_t tokens, double loss);
+  // A named scalar series (e.g. "gate/0", "memory/touched_rows").
+  void scalar(const std::string& name, int64_t step, double value);
+  void set_status(const std::string& status) { status_ = status; }
+  void set_summary(const std::string& key, double value) { summary_[key] = value; }
+  void flush();  // atomic rewrite of the whole file
+
+  const std::vector<double>& eval_loss() const { return eval_.loss; }
+
+ private:
+  struct Train {
+    std::vector<int64_t> step, tokens;
+    std::vector<double> loss, lr, grad_norm, tok_per_s, elapsed_s;
+  } train_;
+  struct Eval {
+    std::vector<int64_t> step, tokens;
+    std::vector<double> loss;
+  } eval_;
+  struct Series {
+    std::vector<int64_t> step;
+    std::vector<double> value;
+  };
+  std::map<std::string, Series> scalars_;
+  std::map<std::string, double> summary_;
+  std::string path_, status_ = "running", started_;
+  RunMeta meta_;
+};
+
+// Host name, ISO-8601 UTC time: recorded in logs.
+std::string host_name();
+std::string iso_time_now();
+
+}  // namespace pg

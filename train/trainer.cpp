@@ -1,0 +1,200 @@
+// Implementation of train/trainer.h.
+#include "train/trainer.h"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "core/threads.h"
+#include "core/timer.h"
+#include "train/adamw.h"
+#include "train/checkpoint.h"
+#include "train/run_log.h"
+
+namespace pg {
+
+int64_t peak_rss_kb() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("VmHWM:", 0) == 0) return std::stoll(line.substr(6));
+  return 0;
+}
+
+double evaluate(Transformer& model, const data::ValidationWindows& val, int64_t n) {
+  const int64_t total = (n <= 0 || n > val.count()) ? val.count() : n;
+  const int64_t B = model.micro_batch(), W = model.config().context + 1;
+  std::vector<int32_t> buf(static_cast<size_t>(B * W));
+  double sum = 0.0;
+  for (int64_t k = 0; k < total; k += B) {
+    const int64_t b = std::min(B, total - k);
+    val.windows(k, b, buf.data());
+    sum += model.forward_loss(buf.data(), b) * static_cast<double>(b);
+  }
+  return sum / static_cast<double>(total);
+}
+
+namespace {
+
+std::vector<ParamView> backbone_views(Transformer& model) {
+  std::vector<ParamView> views;
+  float* p = model.params().data();
+  float* g = model.grads().data();
+  for (const ParamInfo& pi : model.param_infos())
+    views.push_back({pi.name, p + pi.offset, g + pi.offset, pi.size, pi.decay});
+  return views;
+}
+
+std::string fmt_duration(double s) {
+  char buf[32];
+  if (s < 0 || !std::isfinite(s)) return "?";
+  const int64_t t = static_cast<int64_t>(s);
+  if (t >= 3600) std::snprintf(buf, sizeof(buf), "%ldh%02ldm", long(t / 3600), long(t % 3600 / 60));
+  else std::snprintf(buf, sizeof(buf), "%ldm%02lds", long(t / 60), long(t % 60));
+  return buf;
+}
+
+// Progress on stderr: an updating line on a terminal, plain lines otherwise (at most every ~10 s).
+class Progress {
+ public:
+  explicit Progress(bool on) : on_(on), tty_(isatty(STDERR_FILENO) != 0) {}
+  void step(int64_t step, int64_t total, int64_t tokens, double loss, double tok_s, double eta_s) {
+    if (!on_) return;
+    if (!tty_ && step != total && since_.seconds() < 10.0) return;
+    since_.reset();
+    std::fprintf(stderr, "%sstep %ld/%ld  tokens %.2fM  loss %.4f  %.0f tok/s  ETA %s%s", tty_ ? "\r\033[K" : "",
+                 long(step), long(total), tokens / 1e6, loss, tok_s, fmt_duration(eta_s).c_str(), tty_ ? "" : "\n");
+    std::fflush(stderr);
+  }
+  void line(const std::string& s) {
+    if (!on_) return;
+    std::fprintf(stderr, "%s%s\n", tty_ ? "\r\033[K" : "", s.c_str());
+  }
+
+ private:
+  bool on_, tty_;
+  Timer since_;
+};
+
+}  // namespace
+
+TrainSummary train(const ExperimentConfig& cfg, const data::DataSet& ds, const TrainOptions& opt) {
+  const ThreadInfo threads = setup_threads(static_cast<int>(cfg.train.threads));
+  const TrainConfig& tc = cfg.train;
+  const int64_t T = cfg.model.context, B = tc.micro_batch;
+  const int64_t accum = tc.accum_steps(T), total_steps = tc.total_steps();
+  if (ds.tokenizer && ds.tokenizer->vocab_size() != cfg.model.vocab)
+    throw ConfigError(str("model.vocab = ", cfg.model.vocab, " but the tokenizer has ", ds.tokenizer->vocab_size(),
+                          " pieces (hint: set model.vocab and tokenizer.vocab_size to the same value)"));
+
+  Transformer model(cfg.model, B);
+  model.init(static_cast<uint64_t>(tc.seed));
+  AdamW adamw(backbone_views(model), AdamWSettings{tc.beta1, tc.beta2, tc.eps, tc.weight_decay});
+  data::WindowSampler sampler = ds.sampler(T, static_cast<uint64_t>(tc.seed));
+  data::ValidationWindows val = ds.validation(T);
+  const int64_t eval_n = std::min<int64_t>(tc.eval_windows, val.count());
+
+  const std::string ckpt = tc.out_dir + "/checkpoint.h5", log_path = tc.out_dir + "/log.h5";
+  TrainState st;
+  if (opt.resume && std::filesystem::exists(ckpt)) {
+    ExperimentConfig saved = checkpoint_config(ckpt);
+    if (!cfg::equal(saved, cfg))
+      throw ConfigError(str(ckpt, ": the checkpoint was written with a different config (hint: resume with the ",
+                            "same config, or use a new train.out_dir)"));
+    st = load_checkpoint(ckpt, model, &adamw);
+    sampler.set_counter(st.sampler_counter);
+  }
+  RunMeta meta{cfg::dump(cfg), opt.command, threads.threads, threads.pinned, threads.cpus};
+  RunLog log(log_path, meta, opt.resume ? st.step : -1);
+  if (opt.write_files) {
+    std::filesystem::create_directories(tc.out_dir);
+    std::ofstream(tc.out_dir + "/config.yaml") << cfg::dump(cfg) << "\n";
+  }
+
+  Progress progress(opt.progress);
+  progress.line(str("train ", cfg.name, ": ", total_steps, " steps x ", tc.tokens_per_step, " tokens (", accum,
+                    " micro-batches of ", B, "x", T, "), ", threads.threads, " threads", threads.pinned ? " pinned" : "",
+                    st.step > 0 ? str(", resuming at step ", st.step) : std::string()));
+
+  TrainSummary sum;
+  sum.start_step = st.step;
+  sum.total_steps = total_steps;
+  sum.out_dir = tc.out_dir;
+  Timer wall;
+  auto run_eval = [&](int64_t step) {
+    Timer t;
+    const double l = evaluate(model, val, eval_n);
+    log.eval_row(step, st.tokens, l);
+    progress.line(str("eval step ", step, ": held-out loss ", l, " over ", eval_n, " windows (", t.seconds(), " s)"));
+    return l;
+  };
+  if (st.step == 0) sum.first_eval = run_eval(0);
+
+  std::vector<int32_t> windows(static_cast<size_t>(B * (T + 1)));
+  double train_seconds = 0.0;
+  int64_t steps_this_call = 0, timed_steps = 0;
+  double last_loss = 0.0;
+  while (st.step < total_steps && (opt.stop_after < 0 || steps_this_call < opt.stop_after)) {
+    Timer step_timer;
+    const double lr = wsd_lr(st.step, total_steps, tc.lr, tc.warmup_frac, tc.decay_frac);
+    model.zero_grads();
+    double loss = 0.0;
+    for (int64_t a = 0; a < accum; ++a) {
+      for (int64_t b = 0; b < B; ++b) ds.train->copy(sampler.next_start(), static_cast<uint64_t>(T + 1),
+                                                     windows.data() + b * (T + 1));
+      loss += model.forward_backward(windows.data(), B, 1.0f / static_cast<float>(accum));
+    }
+    loss /= static_cast<double>(accum);
+    const double gnorm = adamw.grad_norm();
+    if (!std::isfinite(loss) || !std::isfinite(gnorm)) {
+      log.set_status("diverged");
+      if (opt.write_files) log.flush();
+      throw UserError(str("training diverged at step ", st.step + 1, ": loss ", loss, ", grad norm ", gnorm,
+                          " (hint: lower train.lr; the last good checkpoint is ",
+                          std::filesystem::exists(ckpt) ? ckpt : std::string("not written yet"), ")"));
+    }
+    if (tc.grad_clip > 0 && gnorm > tc.grad_clip) adamw.scale_grads(static_cast<float>(tc.grad_clip / gnorm));
+    adamw.step(st.step + 1, lr);
+    st.step += 1;
+    st.tokens += tc.tokens_per_step;
+    st.sampler_counter = sampler.counter();
+    const double dt = step_timer.seconds();
+    st.elapsed_s += dt;
+    ++steps_this_call;
+    if (steps_this_call > opt.untimed_steps) train_seconds += dt, ++timed_steps;
+    last_loss = loss;
+    const double tok_s = static_cast<double>(tc.tokens_per_step) * std::max<int64_t>(timed_steps, 1) /
+                         std::max(train_seconds, dt);
+    log.train_row(st.step, st.tokens, loss, lr, gnorm, static_cast<double>(tc.tokens_per_step) / dt, st.elapsed_s);
+    progress.step(st.step, total_steps, st.tokens, loss, tok_s,
+                  static_cast<double>(total_steps - st.step) * tc.tokens_per_step / tok_s);
+    const bool last = st.step == total_steps;
+    if (last || (tc.eval_interval > 0 && st.step % tc.eval_interval == 0)) sum.final_eval = run_eval(st.step);
+    const bool stop = last || (opt.stop_after >= 0 && steps_this_call == opt.stop_after);
+    if (opt.write_files && (stop || (tc.checkpoint_interval > 0 && st.step % tc.checkpoint_interval == 0)))
+      save_checkpoint(ckpt, cfg, model, &adamw, st);
+    if (opt.write_files && (stop || st.step % tc.log_interval == 0)) {
+      if (last) log.set_status("finished");
+      log.flush();
+    }
+  }
+  sum.steps_done = steps_this_call;
+  sum.tokens = st.tokens;
+  sum.seconds = wall.seconds();
+  sum.train_tok_per_s = train_seconds > 0 ? static_cast<double>(timed_steps * tc.tokens_per_step) / train_seconds : 0;
+  sum.final_train_loss = last_loss;
+  sum.peak_rss_kb = peak_rss_kb();
+  if (opt.write_files) {
+    log.set_summary("train_tok_per_s", sum.train_tok_per_s);
+    log.set_summary("peak_rss_kb", static_cast<double>(sum.peak_rss_kb));
+    if (!log.eval_loss().empty()) log.set_summary("final_eval_loss", log.eval_loss().back());
+    log.flush();
+  }
+  return sum;
+}
+
+}  // namespace pg

@@ -1,0 +1,40 @@
+// The training loop (SPEC §4) read top to bottom: sample windows, forward/backward with gradient
+// accumulation, clip, AdamW + WSD, table update, log, evaluate, checkpoint; plus held-out evaluation.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "data/pipeline.h"
+#include "model/transformer.h"
+#include "train/config.h"
+
+namespace pg {
+
+struct TrainOptions {
+  bool resume = false;       // continue from <out_dir>/checkpoint.h5 if it exists
+  std::string command;       // recorded in the log
+  int64_t stop_after = -1;   // stop (with a checkpoint) after this many steps of this call; -1 = run to the end
+  bool progress = true;      // progress line on stderr
+  bool write_files = true;   // false: no log/checkpoint (benchmarks)
+  int64_t untimed_steps = 0; // leading steps of this call left out of train_tok_per_s (warm-up)
+};
+
+struct TrainSummary {
+  int64_t start_step = 0, steps_done = 0, total_steps = 0, tokens = 0;
+  double first_eval = 0.0, final_eval = 0.0;  // held-out loss (nats) at the first and last evaluation
+  double seconds = 0.0;                       // wall time of this call
+  double train_tok_per_s = 0.0;               // training tokens / training seconds (evaluation excluded)
+  double final_train_loss = 0.0;
+  int64_t peak_rss_kb = 0;
+  std::string out_dir;
+};
+
+TrainSummary train(const ExperimentConfig& cfg, const data::DataSet& ds, const TrainOptions& opt);
+
+// Mean cross-entropy (nats) over the first n validation windows (all of them when n <= 0).
+double evaluate(Transformer& model, const data::ValidationWindows& val, int64_t n);
+
+// Peak resident set size of this process (kB), from /proc/self/status.
+int64_t peak_rss_kb();
+
+}  // namespace pg
