@@ -25,7 +25,8 @@ std::vector<OrderCollisionStats> collision_stats(const MemoryLayout& layout, std
     st.positions = P;
     // Distinct n-grams: positions sorted by key, one representative (first position) per key + its count.
     std::vector<std::pair<uint64_t, int64_t>> keyed(static_cast<size_t>(P));
-    for (int64_t p = 0; p < P; ++p) keyed[static_cast<size_t>(p)] = {memhash::ngram_key(ctx.data() + p * mo, st.order), p};
+    for (int64_t p = 0; p < P; ++p)
+      keyed[static_cast<size_t>(p)] = {memhash::ngram_key(ctx.data() + p * mo, st.order), p};
     std::sort(keyed.begin(), keyed.end());
     std::vector<int64_t> rep, count;
     for (int64_t i = 0; i < P; ++i) {
@@ -37,7 +38,9 @@ std::vector<OrderCollisionStats> collision_stats(const MemoryLayout& layout, std
     }
     const int64_t D = static_cast<int64_t>(rep.size());
     st.distinct = D;
-    auto row = [&](int64_t x, int64_t k) { return a.rows[static_cast<size_t>(rep[static_cast<size_t>(x)] * H + o * K + k)]; };
+    auto row = [&](int64_t x, int64_t k) {
+      return a.rows[static_cast<size_t>(rep[static_cast<size_t>(x)] * H + o * K + k)];
+    };
 
     // Occupancy and foreign share per head.
     std::vector<std::vector<int32_t>> occ(static_cast<size_t>(K));
@@ -55,7 +58,8 @@ std::vector<OrderCollisionStats> collision_stats(const MemoryLayout& layout, std
       vm_sum += mean > 0 ? var / mean : 0.0;
       int64_t foreign = 0;
       for (int64_t x = 0; x < D; ++x)
-        if (oc[static_cast<size_t>(layout.head_row_index(o, k, row(x, k)))] >= 2) foreign += count[static_cast<size_t>(x)];
+        if (oc[static_cast<size_t>(layout.head_row_index(o, k, row(x, k)))] >= 2)
+          foreign += count[static_cast<size_t>(x)];
       foreign_sum += static_cast<double>(foreign) / static_cast<double>(P);
     }
     st.mean_occupancy = mean_sum / static_cast<double>(K);

@@ -29,19 +29,19 @@ struct MemoryHashConfig {
 };
 
 struct MemoryConfig {
-  std::string layout = "none";               // none | flat | engram | pagegram
-  std::vector<int64_t> orders = {2, 3};      // n-gram orders n (suffix n-grams ending at the current token)
-  int64_t heads = 8;                         // K heads per order (engram, pagegram)
-  int64_t head_dim = 64;                     // r, width of a head row (engram, pagegram)
-  int64_t slots = 4;                         // S slots per head in a page (pagegram)
-  int64_t target_params = 200000000;         // table parameters; each layout derives its rows from it
+  std::string layout = "none";                  // none | flat | engram | pagegram
+  std::vector<int64_t> orders = {2, 3};         // n-gram orders n (suffix n-grams ending at the current token)
+  int64_t heads = 8;                            // K heads per order (engram, pagegram)
+  int64_t head_dim = 64;                        // r, width of a head row (engram, pagegram)
+  int64_t slots = 4;                            // S slots per head in a page (pagegram)
+  int64_t target_params = 200000000;            // table parameters; each layout derives its rows from it
   std::vector<int64_t> inject_layers = {0, 4};  // blocks whose input receives e_t
-  std::string gate = "scalar";               // scalar | context | context_sqrt
-  double gate_init = 0.5;                    // initial value of each scalar gate g_j
-  double lr_mult = 70.0;                     // table lr = lr_mult * backbone lr (same schedule)
-  double beta2 = 0.95;                       // row-wise RMS second-moment decay
-  double eps = 1e-8;                         // row-wise RMS epsilon (added to sqrt(v_hat))
-  double weight_decay = 0.0;                 // table decay lambda_T (replayed over skipped steps)
+  std::string gate = "scalar";                  // scalar | context | context_sqrt
+  double gate_init = 0.5;                       // initial value of each scalar gate g_j
+  double lr_mult = 70.0;                        // table lr = lr_mult * backbone lr (same schedule)
+  double beta2 = 0.95;                          // row-wise RMS second-moment decay
+  double eps = 1e-8;                            // row-wise RMS epsilon (added to sqrt(v_hat))
+  double weight_decay = 0.0;                    // table decay lambda_T (replayed over skipped steps)
   MemoryHashConfig hash;
 
   template <class V>
@@ -51,8 +51,7 @@ struct MemoryConfig {
     v("heads", heads, "K heads per order (engram, pagegram)", cfg::Range{1, 64});
     v("head_dim", head_dim, "r, width of one head row (engram, pagegram)", cfg::Range{1, 4096});
     v("slots", slots, "S slots per head in a page (pagegram)", cfg::Range{1, 4096});
-    v("target_params", target_params, "table size in parameters (rows are derived per layout)",
-      cfg::Range{1, 1e12});
+    v("target_params", target_params, "table size in parameters (rows are derived per layout)", cfg::Range{1, 1e12});
     v("inject_layers", inject_layers, "blocks whose input receives the memory vector", cfg::Range{0, 1023});
     v("gate", gate, "injection gate: scalar g_j, Engram context gate, or its signed-sqrt variant",
       cfg::OneOf{"scalar", "context", "context_sqrt"});

@@ -15,8 +15,9 @@ EngramLayout::EngramLayout(const MemoryConfig& cfg, int64_t d_model, const Compr
   const double t = static_cast<double>(cfg.target_params) / static_cast<double>(m * width_);
   if (faithful_) {
     if (!vocab || vocab->map.empty())
-      throw ConfigError("memory.hash.engram_faithful: needs the tokenizer's compressed vocabulary (hint: build it "
-                        "with compress_vocabulary() from the tokenizer pieces and pass it to make_layout)");
+      throw ConfigError(
+          "memory.hash.engram_faithful: needs the tokenizer's compressed vocabulary (hint: build it "
+          "with compress_vocabulary() from the tokenizer pieces and pass it to make_layout)");
     sizes_ = memhash::consecutive_primes(std::max<int64_t>(2, std::llround(t)), m);
     map_ = vocab->map;
     pad_ = vocab->size;

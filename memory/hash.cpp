@@ -10,9 +10,7 @@ namespace {
 
 __extension__ typedef unsigned __int128 u128;
 
-uint64_t mulmod(uint64_t a, uint64_t b, uint64_t m) {
-  return static_cast<uint64_t>(static_cast<u128>(a) * b % m);
-}
+uint64_t mulmod(uint64_t a, uint64_t b, uint64_t m) { return static_cast<uint64_t>(static_cast<u128>(a) * b % m); }
 uint64_t powmod(uint64_t a, uint64_t e, uint64_t m) {
   uint64_t r = 1;
   a %= m;

@@ -56,9 +56,9 @@ std::string pct(double x) {
 std::string MemoryLayout::parity_report() const {
   std::string sz;
   for (size_t i = 0; i < sizes_.size(); ++i) sz += (i ? "," : "") + group_digits(sizes_[i]);
-  std::string s = str(name(), ": sizes [", sz, "] -> ", group_digits(rows_), " rows x ", width_, " = ",
-                      group_digits(params()), " params (target ", group_digits(target_), ", ",
-                      pct(parity_deviation()), ")");
+  std::string s =
+      str(name(), ": sizes [", sz, "] -> ", group_digits(rows_), " rows x ", width_, " = ", group_digits(params()),
+          " params (target ", group_digits(target_), ", ", pct(parity_deviation()), ")");
   if (std::fabs(parity_deviation()) > 1e-3) {
     const int64_t unit = parity_unit();
     s += str("; exceeds 0.1%: one ", name() == "pagegram" ? "page" : "row", " per sub-table (", group_digits(unit),
@@ -138,8 +138,8 @@ ParityCheck check_parity(const MemoryConfig& cfg, int64_t d_model) {
   const int64_t v[3] = {p.flat, p.engram, p.pagegram};
   for (int i = 0; i < 3; ++i)
     for (int j = 0; j < 3; ++j)
-      p.max_rel_diff = std::max(p.max_rel_diff, std::fabs(static_cast<double>(v[i] - v[j])) /
-                                                    static_cast<double>(std::min(v[i], v[j])));
+      p.max_rel_diff = std::max(
+          p.max_rel_diff, std::fabs(static_cast<double>(v[i] - v[j])) / static_cast<double>(std::min(v[i], v[j])));
   p.report = f->parity_report() + "\n" + e->parity_report() + "\n" + g->parity_report();
   return p;
 }

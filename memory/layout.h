@@ -106,8 +106,7 @@ std::vector<std::string> layout_names();
 // Layout factories (one per layout file; listed in the registry in layout.cpp).
 std::unique_ptr<MemoryLayout> make_flat_layout(const MemoryConfig& cfg, int64_t d_model, const CompressedVocab*);
 std::unique_ptr<MemoryLayout> make_engram_layout(const MemoryConfig& cfg, int64_t d_model, const CompressedVocab*);
-std::unique_ptr<MemoryLayout> make_pagegram_layout(const MemoryConfig& cfg, int64_t d_model,
-                                                   const CompressedVocab*);
+std::unique_ptr<MemoryLayout> make_pagegram_layout(const MemoryConfig& cfg, int64_t d_model, const CompressedVocab*);
 
 // Parity across layouts for one config: the params of flat, Engram-style and PageGram(cfg.slots) built from
 // cfg.target_params, and the largest relative difference between any two.

@@ -40,15 +40,16 @@ inline int64_t document_start(std::span<const uint64_t> doc_offsets, int64_t p) 
 namespace detail {
 // ngram_contexts without the range check (callable inside OpenMP regions).
 template <class Tok>
-void ngram_contexts_unchecked(std::span<const Tok> tokens, std::span<const uint64_t> doc_offsets, int64_t p0,
-                              int64_t n, int64_t max_order, uint64_t* ctx) {
+void ngram_contexts_unchecked(std::span<const Tok> tokens, std::span<const uint64_t> doc_offsets, int64_t p0, int64_t n,
+                              int64_t max_order, uint64_t* ctx) {
   if (n <= 0) return;
   int64_t start = document_start(doc_offsets, p0);
   // Next document start after p0 (advanced as positions cross it).
   auto next_it = std::upper_bound(doc_offsets.begin(), doc_offsets.end(), static_cast<uint64_t>(p0));
   for (int64_t i = 0; i < n; ++i) {
     const int64_t p = p0 + i;
-    while (next_it != doc_offsets.end() && static_cast<int64_t>(*next_it) <= p) start = static_cast<int64_t>(*next_it++);
+    while (next_it != doc_offsets.end() && static_cast<int64_t>(*next_it) <= p)
+      start = static_cast<int64_t>(*next_it++);
     uint64_t* c = ctx + i * max_order;
     for (int64_t j = 0; j < max_order; ++j)
       c[j] = p - j >= start ? static_cast<uint64_t>(tokens[static_cast<size_t>(p - j)]) : memhash::kBoundaryToken;
@@ -69,13 +70,12 @@ void ngram_contexts(std::span<const Tok> tokens, std::span<const uint64_t> doc_o
 // Rows and signs of positions [p0, p1) of the stream: rows [p1-p0, heads], signs [p1-p0, heads, sign_words].
 // Parallel over fixed chunks of positions (each position independent: identical for any thread count).
 template <class Tok>
-void compute_addresses(const MemoryLayout& layout, std::span<const Tok> tokens,
-                       std::span<const uint64_t> doc_offsets, int64_t p0, int64_t p1, int64_t* rows,
-                       uint64_t* signs) {
+void compute_addresses(const MemoryLayout& layout, std::span<const Tok> tokens, std::span<const uint64_t> doc_offsets,
+                       int64_t p0, int64_t p1, int64_t* rows, uint64_t* signs) {
   constexpr int64_t kChunk = 256;
   const int64_t n = p1 - p0, mo = layout.max_order(), H = layout.heads(), W = layout.sign_words();
-  PG_CHECK(p0 >= 0 && n >= 0 && p1 <= static_cast<int64_t>(tokens.size()) && mo <= 8, "positions [", p0, ", ",
-           p1, ") outside the stream of ", tokens.size(), " tokens");
+  PG_CHECK(p0 >= 0 && n >= 0 && p1 <= static_cast<int64_t>(tokens.size()) && mo <= 8, "positions [", p0, ", ", p1,
+           ") outside the stream of ", tokens.size(), " tokens");
   const int64_t chunks = (n + kChunk - 1) / kChunk;
 #pragma omp parallel for schedule(static) if (chunks > 1)
   for (int64_t c = 0; c < chunks; ++c) {

@@ -10,11 +10,11 @@ namespace {
 
 // Base letters of U+00C0..U+017F after NFD + strip accents ('.' = no decomposition).
 constexpr const char* kLatinBase =
-    "AAAAAA.CEEEEIIII.NOOOOO..UUUUY.."  // C0-DF
-    "aaaaaa.ceeeeiiii.nooooo..uuuuy.y"  // E0-FF
-    "AaAaAaCcCcCcCcDd..EeEeEeEeEeGgGg"  // 100-11F
-    "GgGgHh..IiIiIiIiI...JjKk.LlLlLl."  // 120-13F
-    "...NnNnNn...OoOoOo..RrRrRrSsSsSs"  // 140-15F
+    "AAAAAA.CEEEEIIII.NOOOOO..UUUUY.."   // C0-DF
+    "aaaaaa.ceeeeiiii.nooooo..uuuuy.y"   // E0-FF
+    "AaAaAaCcCcCcCcDd..EeEeEeEeEeGgGg"   // 100-11F
+    "GgGgHh..IiIiIiIiI...JjKk.LlLlLl."   // 120-13F
+    "...NnNnNn...OoOoOo..RrRrRrSsSsSs"   // 140-15F
     "SsTtTt..UuUuUuUuUuUuWwYyYZzZzZz.";  // 160-17F
 
 bool decode_utf8(const std::string& s, std::u32string& out) {
@@ -24,11 +24,16 @@ bool decode_utf8(const std::string& s, std::u32string& out) {
     const unsigned char c = static_cast<unsigned char>(s[i]);
     char32_t cp;
     int extra;
-    if (c < 0x80) cp = c, extra = 0;
-    else if ((c & 0xE0) == 0xC0) cp = c & 0x1F, extra = 1;
-    else if ((c & 0xF0) == 0xE0) cp = c & 0x0F, extra = 2;
-    else if ((c & 0xF8) == 0xF0) cp = c & 0x07, extra = 3;
-    else return false;
+    if (c < 0x80)
+      cp = c, extra = 0;
+    else if ((c & 0xE0) == 0xC0)
+      cp = c & 0x1F, extra = 1;
+    else if ((c & 0xF0) == 0xE0)
+      cp = c & 0x0F, extra = 2;
+    else if ((c & 0xF8) == 0xF0)
+      cp = c & 0x07, extra = 3;
+    else
+      return false;
     if (extra > 0 && i + static_cast<size_t>(extra) >= s.size()) return false;
     for (int k = 1; k <= extra; ++k) {
       const unsigned char d = static_cast<unsigned char>(s[i + k]);
@@ -77,40 +82,74 @@ std::u32string compat(char32_t c) {
   if (c >= 0xFF01 && c <= 0xFF5E) return std::u32string(1, c - 0xFEE0);
   if ((c >= 0x2000 && c <= 0x200A) || c == 0x202F || c == 0x205F || c == 0x3000 || c == 0xA0) return U" ";
   switch (c) {
-    case 0xA8: return U" \u0308";
-    case 0xAA: return U"a";
-    case 0xAF: return U" \u0304";
-    case 0xB2: return U"2";
-    case 0xB3: return U"3";
-    case 0xB4: return U" \u0301";
-    case 0xB5: return U"\u03BC";
-    case 0xB8: return U" \u0327";
-    case 0xB9: return U"1";
-    case 0xBA: return U"o";
-    case 0xBC: return U"1\u20444";
-    case 0xBD: return U"1\u20442";
-    case 0xBE: return U"3\u20444";
-    case 0x132: return U"IJ";
-    case 0x133: return U"ij";
-    case 0x13F: return U"L\u00B7";
-    case 0x140: return U"l\u00B7";
-    case 0x149: return U"\u02BCn";
-    case 0x17F: return U"s";
-    case 0x37E: return U";";
-    case 0x387: return U"\u00B7";
-    case 0x2011: return U"\u2010";
-    case 0x2024: return U".";
-    case 0x2025: return U"..";
-    case 0x2026: return U"...";
-    case 0x2122: return U"TM";
-    case 0xFB00: return U"ff";
-    case 0xFB01: return U"fi";
-    case 0xFB02: return U"fl";
-    case 0xFB03: return U"ffi";
-    case 0xFB04: return U"ffl";
-    case 0xFB05: return U"st";
-    case 0xFB06: return U"st";
-    default: return U"";
+    case 0xA8:
+      return U" \u0308";
+    case 0xAA:
+      return U"a";
+    case 0xAF:
+      return U" \u0304";
+    case 0xB2:
+      return U"2";
+    case 0xB3:
+      return U"3";
+    case 0xB4:
+      return U" \u0301";
+    case 0xB5:
+      return U"\u03BC";
+    case 0xB8:
+      return U" \u0327";
+    case 0xB9:
+      return U"1";
+    case 0xBA:
+      return U"o";
+    case 0xBC:
+      return U"1\u20444";
+    case 0xBD:
+      return U"1\u20442";
+    case 0xBE:
+      return U"3\u20444";
+    case 0x132:
+      return U"IJ";
+    case 0x133:
+      return U"ij";
+    case 0x13F:
+      return U"L\u00B7";
+    case 0x140:
+      return U"l\u00B7";
+    case 0x149:
+      return U"\u02BCn";
+    case 0x17F:
+      return U"s";
+    case 0x37E:
+      return U";";
+    case 0x387:
+      return U"\u00B7";
+    case 0x2011:
+      return U"\u2010";
+    case 0x2024:
+      return U".";
+    case 0x2025:
+      return U"..";
+    case 0x2026:
+      return U"...";
+    case 0x2122:
+      return U"TM";
+    case 0xFB00:
+      return U"ff";
+    case 0xFB01:
+      return U"fi";
+    case 0xFB02:
+      return U"fl";
+    case 0xFB03:
+      return U"ffi";
+    case 0xFB04:
+      return U"ffl";
+    case 0xFB05:
+      return U"st";
+    case 0xFB06:
+      return U"st";
+    default:
+      return U"";
   }
 }
 
@@ -120,19 +159,53 @@ char32_t strip_accents(char32_t c) {
     const char b = kLatinBase[c - 0xC0];
     return b == '.' ? c : static_cast<char32_t>(b);
   }
-  static const std::unordered_map<char32_t, char32_t> kTable = {
-      // Greek tonos / dialytika
-      {0x386, 0x391}, {0x388, 0x395}, {0x389, 0x397}, {0x38A, 0x399}, {0x38C, 0x39F}, {0x38E, 0x3A5},
-      {0x38F, 0x3A9}, {0x390, 0x3B9}, {0x3AA, 0x399}, {0x3AB, 0x3A5}, {0x3AC, 0x3B1}, {0x3AD, 0x3B5},
-      {0x3AE, 0x3B7}, {0x3AF, 0x3B9}, {0x3B0, 0x3C5}, {0x3CA, 0x3B9}, {0x3CB, 0x3C5}, {0x3CC, 0x3BF},
-      {0x3CD, 0x3C5}, {0x3CE, 0x3C9},
-      // Cyrillic
-      {0x400, 0x415}, {0x401, 0x415}, {0x403, 0x413}, {0x407, 0x406}, {0x40C, 0x41A}, {0x40D, 0x418},
-      {0x40E, 0x423}, {0x419, 0x418}, {0x439, 0x438}, {0x450, 0x435}, {0x451, 0x435}, {0x453, 0x433},
-      {0x457, 0x456}, {0x45C, 0x43A}, {0x45D, 0x438}, {0x45E, 0x443},
-      // Kana: voiced / semi-voiced to the plain kana
-      {0x3094, 0x3046}, {0x309E, 0x309D}, {0x30F4, 0x30A6}, {0x30F7, 0x30EF}, {0x30F8, 0x30F0},
-      {0x30F9, 0x30F1}, {0x30FA, 0x30F2}, {0x30FE, 0x30FD}};
+  static const std::unordered_map<char32_t, char32_t> kTable = {// Greek tonos / dialytika
+                                                                {0x386, 0x391},
+                                                                {0x388, 0x395},
+                                                                {0x389, 0x397},
+                                                                {0x38A, 0x399},
+                                                                {0x38C, 0x39F},
+                                                                {0x38E, 0x3A5},
+                                                                {0x38F, 0x3A9},
+                                                                {0x390, 0x3B9},
+                                                                {0x3AA, 0x399},
+                                                                {0x3AB, 0x3A5},
+                                                                {0x3AC, 0x3B1},
+                                                                {0x3AD, 0x3B5},
+                                                                {0x3AE, 0x3B7},
+                                                                {0x3AF, 0x3B9},
+                                                                {0x3B0, 0x3C5},
+                                                                {0x3CA, 0x3B9},
+                                                                {0x3CB, 0x3C5},
+                                                                {0x3CC, 0x3BF},
+                                                                {0x3CD, 0x3C5},
+                                                                {0x3CE, 0x3C9},
+                                                                // Cyrillic
+                                                                {0x400, 0x415},
+                                                                {0x401, 0x415},
+                                                                {0x403, 0x413},
+                                                                {0x407, 0x406},
+                                                                {0x40C, 0x41A},
+                                                                {0x40D, 0x418},
+                                                                {0x40E, 0x423},
+                                                                {0x419, 0x418},
+                                                                {0x439, 0x438},
+                                                                {0x450, 0x435},
+                                                                {0x451, 0x435},
+                                                                {0x453, 0x433},
+                                                                {0x457, 0x456},
+                                                                {0x45C, 0x43A},
+                                                                {0x45D, 0x438},
+                                                                {0x45E, 0x443},
+                                                                // Kana: voiced / semi-voiced to the plain kana
+                                                                {0x3094, 0x3046},
+                                                                {0x309E, 0x309D},
+                                                                {0x30F4, 0x30A6},
+                                                                {0x30F7, 0x30EF},
+                                                                {0x30F8, 0x30F0},
+                                                                {0x30F9, 0x30F1},
+                                                                {0x30FA, 0x30F2},
+                                                                {0x30FE, 0x30FD}};
   // Hiragana / Katakana voiced rows (the katakana block is the hiragana block + 0x60).
   for (char32_t off : {char32_t{0}, char32_t{0x60}}) {
     const char32_t h = c - off;

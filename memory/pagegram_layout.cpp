@@ -66,8 +66,7 @@ std::vector<std::pair<std::string, std::string>> PageGramLayout::identity() cons
   return id;
 }
 
-std::unique_ptr<MemoryLayout> make_pagegram_layout(const MemoryConfig& cfg, int64_t d_model,
-                                                   const CompressedVocab*) {
+std::unique_ptr<MemoryLayout> make_pagegram_layout(const MemoryConfig& cfg, int64_t d_model, const CompressedVocab*) {
   return std::make_unique<PageGramLayout>(cfg, d_model);
 }
 

@@ -143,7 +143,8 @@ void context_gate_backward(T* dx, T* dk, T* dv, T* dwh, T* dwk, const T* h, cons
       const T* vt = v + t * C;
       T* dyt = dx + t * C;
       double hh = 0, kk = 0;
-      for (int64_t c = 0; c < C; ++c) hh += static_cast<double>(ht[c]) * ht[c], kk += static_cast<double>(kt[c]) * kt[c];
+      for (int64_t c = 0; c < C; ++c)
+        hh += static_cast<double>(ht[c]) * ht[c], kk += static_cast<double>(kt[c]) * kt[c];
       const double rh = 1.0 / std::sqrt(hh / C + eps), rk = 1.0 / std::sqrt(kk / C + eps);
       double s = 0, da = 0;
       for (int64_t c = 0; c < C; ++c) {
@@ -173,7 +174,8 @@ void context_gate_backward(T* dx, T* dk, T* dv, T* dwh, T* dwk, const T* h, cons
   }
   for (int64_t c = 0; c < C; ++c) {
     double a = 0, b = 0;
-    for (int64_t ch = 0; ch < nc; ++ch) a += pwh[static_cast<size_t>(ch * C + c)], b += pwk[static_cast<size_t>(ch * C + c)];
+    for (int64_t ch = 0; ch < nc; ++ch)
+      a += pwh[static_cast<size_t>(ch * C + c)], b += pwk[static_cast<size_t>(ch * C + c)];
     dwh[c] += static_cast<T>(a);
     dwk[c] += static_cast<T>(b);
   }
@@ -201,17 +203,18 @@ void orthogonal_init(float* w, int64_t rows, int64_t cols, double gain, RngStrea
   }
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < cols; ++c)
-      w[r * cols + c] = static_cast<float>(gain * (by_rows ? q[static_cast<size_t>(r * len + c)] : q[static_cast<size_t>(c * len + r)]));
+      w[r * cols + c] = static_cast<float>(
+          gain * (by_rows ? q[static_cast<size_t>(r * len + c)] : q[static_cast<size_t>(c * len + r)]));
 }
 
-#define PG_READOUT_INSTANTIATE(T)                                                                                  \
-  template void project_forward<T>(T*, const T*, const T*, int64_t, int64_t, int64_t);                            \
-  template void project_backward<T>(T*, T*, const T*, const T*, const T*, int64_t, int64_t, int64_t);             \
-  template void scalar_gate_forward<T>(T*, const T*, T, int64_t, int64_t);                                        \
-  template void scalar_gate_backward<T>(T*, T*, const T*, const T*, T, int64_t, int64_t);                         \
-  template void context_gate_forward<T>(T*, T*, T*, const T*, const T*, const T*, const T*, int64_t, int64_t,      \
-                                        double, GateForm);                                                         \
-  template void context_gate_backward<T>(T*, T*, T*, T*, T*, const T*, const T*, const T*, const T*, const T*,     \
+#define PG_READOUT_INSTANTIATE(T)                                                                                     \
+  template void project_forward<T>(T*, const T*, const T*, int64_t, int64_t, int64_t);                                \
+  template void project_backward<T>(T*, T*, const T*, const T*, const T*, int64_t, int64_t, int64_t);                 \
+  template void scalar_gate_forward<T>(T*, const T*, T, int64_t, int64_t);                                            \
+  template void scalar_gate_backward<T>(T*, T*, const T*, const T*, T, int64_t, int64_t);                             \
+  template void context_gate_forward<T>(T*, T*, T*, const T*, const T*, const T*, const T*, int64_t, int64_t, double, \
+                                        GateForm);                                                                    \
+  template void context_gate_backward<T>(T*, T*, T*, T*, T*, const T*, const T*, const T*, const T*, const T*,        \
                                          int64_t, int64_t, double, GateForm);
 PG_READOUT_INSTANTIATE(float)
 PG_READOUT_INSTANTIATE(double)

@@ -46,7 +46,8 @@ void RowwiseRmsOptimizer::catch_up_row(float* theta, int64_t row, int64_t t) {
     const float f = static_cast<float>(decay_between(last, t));
     for (int64_t j = 0; j < width_; ++j) theta[j] *= f;
   }
-  v_[static_cast<size_t>(row)] = static_cast<float>(v_[static_cast<size_t>(row)] * std::pow(s_.beta2, static_cast<double>(k)));
+  v_[static_cast<size_t>(row)] =
+      static_cast<float>(v_[static_cast<size_t>(row)] * std::pow(s_.beta2, static_cast<double>(k)));
   last_[static_cast<size_t>(row)] = static_cast<int32_t>(t);
 }
 
@@ -85,8 +86,7 @@ void RowwiseRmsOptimizer::update(float* table, std::span<const int64_t> rows, co
   const double bias_corr = 1.0 - std::pow(s_.beta2, static_cast<double>(t));
   const int64_t n = static_cast<int64_t>(rows.size());
 #pragma omp parallel for schedule(static) if (n > 1024)
-  for (int64_t i = 0; i < n; ++i)
-    update_row(table + rows[i] * width_, rows[i], grads + i * width_, t, eta, bias_corr);
+  for (int64_t i = 0; i < n; ++i) update_row(table + rows[i] * width_, rows[i], grads + i * width_, t, eta, bias_corr);
 }
 
 void RowwiseRmsOptimizer::update(float* table, std::span<const int64_t> rows, std::span<const int32_t> slots,
@@ -98,8 +98,7 @@ void RowwiseRmsOptimizer::update(float* table, std::span<const int64_t> rows, st
   const int64_t n = static_cast<int64_t>(rows.size());
 #pragma omp parallel for schedule(static) if (n > 1024)
   for (int64_t i = 0; i < n; ++i)
-    update_row(table + rows[i] * width_, rows[i], grads + static_cast<int64_t>(slots[i]) * width_, t, eta,
-               bias_corr);
+    update_row(table + rows[i] * width_, rows[i], grads + static_cast<int64_t>(slots[i]) * width_, t, eta, bias_corr);
 }
 
 void RowwiseRmsOptimizer::save(const h5::Group& g) const {

@@ -50,7 +50,7 @@ class RowwiseRmsOptimizer {
   void load(const h5::Group& g, int64_t completed_step);
 
  private:
-  void extend_schedule(int64_t t);  // grows log_decay_ to cover step t (call outside parallel regions)
+  void extend_schedule(int64_t t);                   // grows log_decay_ to cover step t (call outside parallel regions)
   double decay_between(int64_t a, int64_t b) const;  // Π_{i=a+1}^{b} (1 − η_i λ_T)
   void catch_up_row(float* theta, int64_t row, int64_t t);
   void update_row(float* theta, int64_t row, const float* g, int64_t t, double eta, double bias_corr);

@@ -110,7 +110,8 @@ void MemoryTable::load(const h5::Group& g) {
     throw IoError(str(where, ": the saved hash seeds differ from this build's (hash format changed without a version ",
                       "bump, or a corrupt file) (hint: hash_version ", kHashVersion, ")"));
   const int64_t step = g.attr_int("completed_step");
-  if (step < 0 || step >= INT32_MAX) throw IoError(str(where, ": completed_step ", step, " is invalid (corrupt file?)"));
+  if (step < 0 || step >= INT32_MAX)
+    throw IoError(str(where, ": completed_step ", step, " is invalid (corrupt file?)"));
   g.read_into<float>("table", std::span<float>(values_),
                      {static_cast<uint64_t>(layout_->rows()), static_cast<uint64_t>(layout_->width())});
   int64_t bad = -1;

@@ -176,7 +176,8 @@ MemoryInjectorStats MemoryInjector::stats() const {
 void MemoryInjector::save(const h5::Group& g) const {
   g.set_attr("gate", cfg_.gate);
   std::string layers;
-  for (size_t i = 0; i < cfg_.inject_layers.size(); ++i) layers += (i ? "," : "") + std::to_string(cfg_.inject_layers[i]);
+  for (size_t i = 0; i < cfg_.inject_layers.size(); ++i)
+    layers += (i ? "," : "") + std::to_string(cfg_.inject_layers[i]);
   g.set_attr("inject_layers", layers);
   table_->save(g.create("table"));
   h5::Group d = g.create("dense");
@@ -193,7 +194,8 @@ void MemoryInjector::save(const h5::Group& g) const {
 void MemoryInjector::load(const h5::Group& g) {
   const std::string where = g.file() + ":" + g.path();
   std::string layers;
-  for (size_t i = 0; i < cfg_.inject_layers.size(); ++i) layers += (i ? "," : "") + std::to_string(cfg_.inject_layers[i]);
+  for (size_t i = 0; i < cfg_.inject_layers.size(); ++i)
+    layers += (i ? "," : "") + std::to_string(cfg_.inject_layers[i]);
   for (const auto& [k, v] : {std::pair<std::string, std::string>{"gate", cfg_.gate}, {"inject_layers", layers}}) {
     const std::string saved = g.attr_string(k);
     if (saved != v)

@@ -838,13 +838,20 @@ def main():
         for m in failed_core:
             print("extract: FAILED core " + m, file=sys.stderr)
         return 1
-    # big files first so that the pool is not left waiting on one straggler at the end
+    # Heavy sources first, and inside a source big files first, so that the pool is not left
+    # waiting on one straggler at the end; whole sources finish one after another, so the
+    # main process holds only a few sources' text at a time.
     def weight(t):
         try:
-            return -os.path.getsize(t[2]) * (20 if t[1] in ("pdf", "tex", "man", "pod") else 1)
+            return os.path.getsize(t[2]) * (20 if t[1] in ("pdf", "tex", "man", "pod") else 1)
         except OSError:
             return 0
-    todo.sort(key=weight)
+    w = [weight(t) for t in todo]
+    sw = {}
+    for t, x in zip(todo, w):
+        sw[t[0]] = sw.get(t[0], 0) + x
+    order = sorted(range(len(todo)), key=lambda i: (-sw[todo[i][0]], todo[i][0], -w[i]))
+    todo = [todo[i] for i in order]
     finished = 0
     if todo:
         ctx = mp.get_context("fork")

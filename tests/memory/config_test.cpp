@@ -1,12 +1,13 @@
 // MemoryConfig (memory/config.h): defaults, YAML field list, and cross-field checks naming the key path; the
 // layout registry.
+#include "memory/config.h"
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
 #include <functional>
 
-#include "memory/config.h"
 #include "memory/layout.h"
 
 namespace pg {

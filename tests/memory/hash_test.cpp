@@ -1,8 +1,9 @@
 // Golden values of the n-gram hash (format version 1): a hash is part of the checkpoint format, so these
 // numbers were computed once and are frozen here. Plus primes and Engram's vocabulary normalization.
+#include "memory/hash.h"
+
 #include <gtest/gtest.h>
 
-#include "memory/hash.h"
 #include "memory/layout.h"
 #include "memory/ngram.h"
 #include "memory/normalize.h"
@@ -47,7 +48,9 @@ TEST(HashGolden, AddressesOfEveryLayout) {
   const std::vector<uint32_t> toks = {5, 100, 7, 65535, 3, 3, 3, 12, 9000, 1};
   const std::vector<uint64_t> docs = {0, 4, 10};
   const GoldenRows golden[] = {
-      {"flat", {{94232, 383165}, {34735, 289939}, {158537, 476483}, {234518, 426509}}, 0x44ccb76c7544509fULL,
+      {"flat",
+       {{94232, 383165}, {34735, 289939}, {158537, 476483}, {234518, 426509}},
+       0x44ccb76c7544509fULL,
        0x2eafd53d1b14c24aULL},
       {"engram",
        {{72175, 376543, 582544, 741198, 892616, 977813, 1366995, 1394714, 1657527, 1898713, 2074657, 2329994, 2424487,
@@ -58,7 +61,8 @@ TEST(HashGolden, AddressesOfEveryLayout) {
          2705038, 2853998, 2986414},
         {193489, 380125, 491022, 725962, 800791, 1144993, 1188990, 1478135, 1669927, 1953094, 2089532, 2197549, 2363920,
          2570082, 2822802, 2980808}},
-       0x44ccb76c7544509fULL, 0x014fe192cd54734bULL},
+       0x44ccb76c7544509fULL,
+       0x014fe192cd54734bULL},
       {"pagegram",
        {{955264, 955270, 955275, 955278, 955282, 955286, 955288, 955292, 2090273, 2090277, 2090280, 2090285, 2090288,
          2090294, 2090298, 2090301},
@@ -68,7 +72,8 @@ TEST(HashGolden, AddressesOfEveryLayout) {
          2387674, 2387677},
         {499650, 499653, 499658, 499662, 499666, 499668, 499672, 499677, 2241601, 2241605, 2241608, 2241614, 2241619,
          2241620, 2241626, 2241628}},
-       0x44ccb76c7544509fULL, 0x014fe192cd54734bULL},
+       0x44ccb76c7544509fULL,
+       0x014fe192cd54734bULL},
   };
   for (const GoldenRows& g : golden) {
     MemoryConfig c;
@@ -81,7 +86,8 @@ TEST(HashGolden, AddressesOfEveryLayout) {
     const int pos[4] = {0, 3, 4, 9};
     for (int i = 0; i < 4; ++i)
       for (int64_t h = 0; h < a.heads; ++h)
-        EXPECT_EQ(a.rows[static_cast<size_t>(pos[i] * a.heads + h)], g.rows[static_cast<size_t>(i)][static_cast<size_t>(h)])
+        EXPECT_EQ(a.rows[static_cast<size_t>(pos[i] * a.heads + h)],
+                  g.rows[static_cast<size_t>(i)][static_cast<size_t>(h)])
             << g.layout << " position " << pos[i] << " head " << h;
     EXPECT_EQ(a.sign_ptr(4, 0)[0], g.sign_4_0_0) << g.layout;
     EXPECT_EQ(a.sign_ptr(9, a.heads - 1)[a.sign_words - 1], g.sign_9_last) << g.layout;
@@ -94,7 +100,7 @@ TEST(Primes, PrimalityAndSelection) {
   EXPECT_TRUE(is_prime(2));
   EXPECT_TRUE(is_prime(48823));
   EXPECT_TRUE(is_prime(48821));
-  EXPECT_FALSE(is_prime(48827));  // 157 * 311
+  EXPECT_FALSE(is_prime(48827));                   // 157 * 311
   EXPECT_TRUE(is_prime(18446744073709551557ULL));  // largest 64-bit prime
   EXPECT_FALSE(is_prime(3215031751ULL));           // strong pseudoprime to bases 2, 3, 5, 7
   EXPECT_EQ(nearest_primes(48828.125, 3), (std::vector<int64_t>{48823, 48821, 48817}));
@@ -107,18 +113,20 @@ TEST(Primes, PrimalityAndSelection) {
 TEST(EngramNormalize, ChainOnCoveredRanges) {
   EXPECT_EQ(engram_normalize("Hello"), "hello");
   EXPECT_EQ(engram_normalize("  Hello\t\n World  "), "hello world");
-  EXPECT_EQ(engram_normalize(" "), " ");      // a lone space is kept
-  EXPECT_EQ(engram_normalize("\t\n"), " ");   // collapses to a lone space, kept
+  EXPECT_EQ(engram_normalize(" "), " ");     // a lone space is kept
+  EXPECT_EQ(engram_normalize("\t\n"), " ");  // collapses to a lone space, kept
   EXPECT_EQ(engram_normalize(" the"), "the");
   EXPECT_EQ(engram_normalize("Éçole"), "ecole");
   EXPECT_EQ(engram_normalize("Straße"), "straße");
   EXPECT_EQ(engram_normalize("ÆØÅ"), "æøa");
   EXPECT_EQ(engram_normalize("Łódź"), "łodz");
   EXPECT_EQ(engram_normalize("İstanbul"), "istanbul");
-  EXPECT_EQ(engram_normalize("e\xCC\x81"), "e");              // e + combining acute
-  EXPECT_EQ(engram_normalize("ＡＢＣ１"), "abc1");              // fullwidth
-  EXPECT_EQ(engram_normalize("ﬁne"), "fine");                // ligature
-  EXPECT_EQ(engram_normalize("a\xC2\xA0" "b"), "a b");        // NBSP
+  EXPECT_EQ(engram_normalize("e\xCC\x81"), "e");    // e + combining acute
+  EXPECT_EQ(engram_normalize("ＡＢＣ１"), "abc1");  // fullwidth
+  EXPECT_EQ(engram_normalize("ﬁne"), "fine");       // ligature
+  EXPECT_EQ(engram_normalize("a\xC2\xA0"
+                             "b"),
+            "a b");  // NBSP
   EXPECT_EQ(engram_normalize("x²"), "x2");
   EXPECT_EQ(engram_normalize("…"), "...");
   EXPECT_EQ(engram_normalize("Ёлка Йод"), "елка иод");
@@ -130,24 +138,25 @@ TEST(EngramNormalize, ChainOnCoveredRanges) {
 }
 
 TEST(EngramNormalize, CompressedVocabularyByFirstAppearance) {
-  const std::vector<std::string> pieces = {"<unk>", "\xE2\x96\x81The", "\xE2\x96\x81the", "THE", "<0xE3>", "<0xE4>",
-                                           "\xE2\x96\x81", "Über", "uber", "<0x0A>"};
+  const std::vector<std::string> pieces = {"<unk>",  "\xE2\x96\x81The", "\xE2\x96\x81the", "THE",
+                                           "<0xE3>", "<0xE4>",          "\xE2\x96\x81",    "Über",
+                                           "uber",   "<0x0A>"};
   const auto texts = sentencepiece_piece_texts(pieces);
   EXPECT_EQ(texts[1], " The");
   EXPECT_EQ(texts[4], "\xEF\xBF\xBD");
   EXPECT_EQ(texts[9], "\n");
   const CompressedVocab v = compress_vocabulary(texts, pieces);
   ASSERT_EQ(v.map.size(), pieces.size());
-  EXPECT_EQ(v.map[0], 0u);            // "<unk>"
-  EXPECT_EQ(v.map[1], 1u);            // "the"
+  EXPECT_EQ(v.map[0], 0u);  // "<unk>"
+  EXPECT_EQ(v.map[1], 1u);  // "the"
   EXPECT_EQ(v.map[2], 1u);
   EXPECT_EQ(v.map[3], 1u);
-  EXPECT_EQ(v.map[4], 2u);            // U+FFFD: raw piece "<0xE3>"
-  EXPECT_EQ(v.map[5], 3u);            // raw piece "<0xE4>": distinct
-  EXPECT_EQ(v.map[6], 4u);            // lone space
-  EXPECT_EQ(v.map[7], 5u);            // "uber"
+  EXPECT_EQ(v.map[4], 2u);  // U+FFFD: raw piece "<0xE3>"
+  EXPECT_EQ(v.map[5], 3u);  // raw piece "<0xE4>": distinct
+  EXPECT_EQ(v.map[6], 4u);  // lone space
+  EXPECT_EQ(v.map[7], 5u);  // "uber"
   EXPECT_EQ(v.map[8], 5u);
-  EXPECT_EQ(v.map[9], 4u);            // "\n" collapses to the lone space
+  EXPECT_EQ(v.map[9], 4u);  // "\n" collapses to the lone space
   EXPECT_EQ(v.size, 6u);
 }
 

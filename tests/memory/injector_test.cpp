@@ -54,7 +54,8 @@ std::vector<float> randn(size_t n, uint64_t seed) {
 // L = Σ_layers <R_j, x_j after injection> for fixed inputs x_j; returns L in double.
 double forward_loss(MemoryInjector& inj, const Data& d, const std::vector<std::vector<float>>& xs,
                     const std::vector<std::vector<float>>& rs) {
-  inj.prepare(std::span<const uint32_t>(d.tokens), std::span<const uint64_t>(d.docs), std::span<const int64_t>(d.starts), kT);
+  inj.prepare(std::span<const uint32_t>(d.tokens), std::span<const uint64_t>(d.docs),
+              std::span<const int64_t>(d.starts), kT);
   double L = 0;
   for (size_t j = 0; j < xs.size(); ++j) {
     std::vector<float> x = xs[j];
@@ -69,7 +70,8 @@ class InjectorGates : public ::testing::TestWithParam<std::pair<const char*, con
 TEST_P(InjectorGates, ZeroTableLeavesTheStreamBitIdentical) {
   MemoryInjector inj(small_config(GetParam().first, GetParam().second), kC, kLayers, 5);
   const Data d = make_data();
-  inj.prepare(std::span<const uint32_t>(d.tokens), std::span<const uint64_t>(d.docs), std::span<const int64_t>(d.starts), kT);
+  inj.prepare(std::span<const uint32_t>(d.tokens), std::span<const uint64_t>(d.docs),
+              std::span<const int64_t>(d.starts), kT);
   EXPECT_TRUE(inj.injects(0));
   EXPECT_FALSE(inj.injects(1));
   EXPECT_TRUE(inj.injects(2));
@@ -140,7 +142,8 @@ TEST_P(InjectorGates, GradientsMatchFiniteDifferences) {
       const double lm = forward_loss(inj, d, xs, rs);
       p = p0;
       const double fd = (lp - lm) / (static_cast<double>(p0 + 1e-3f) - static_cast<double>(p0 - 1e-3f));
-      EXPECT_NEAR(acc.values()[u * w + j], fd, 2e-2 * (1.0 + std::fabs(fd))) << "table row " << acc.rows()[static_cast<size_t>(u)];
+      EXPECT_NEAR(acc.values()[u * w + j], fd, 2e-2 * (1.0 + std::fabs(fd)))
+          << "table row " << acc.rows()[static_cast<size_t>(u)];
     }
 }
 
@@ -178,7 +181,8 @@ TEST_P(InjectorGates, OneAndTwoThreadsGiveIdenticalBits) {
 }
 
 TEST_P(InjectorGates, SaveLoadRoundTrip) {
-  const auto path = (std::filesystem::temp_directory_path() / ("pg_injector_" + std::to_string(::getpid()) + ".h5")).string();
+  const auto path =
+      (std::filesystem::temp_directory_path() / ("pg_injector_" + std::to_string(::getpid()) + ".h5")).string();
   MemoryInjector a(small_config(GetParam().first, GetParam().second), kC, kLayers, 5);
   RngStream r(4, "test.inj.save");
   for (float& v : a.table().values()) v = static_cast<float>(r.normal());
@@ -192,7 +196,8 @@ TEST_P(InjectorGates, SaveLoadRoundTrip) {
   auto va = a.dense_params(), vb = b.dense_params();
   ASSERT_EQ(va.size(), vb.size());
   for (size_t i = 0; i < va.size(); ++i) EXPECT_EQ(0, std::memcmp(va[i].param, vb[i].param, va[i].n * sizeof(float)));
-  EXPECT_EQ(0, std::memcmp(a.table().values().data(), b.table().values().data(), a.table().values().size() * sizeof(float)));
+  EXPECT_EQ(
+      0, std::memcmp(a.table().values().data(), b.table().values().data(), a.table().values().size() * sizeof(float)));
   // Another gate form is refused.
   MemoryConfig other = small_config(GetParam().first, GetParam().second);
   other.gate = other.gate == "scalar" ? "context" : "scalar";
@@ -204,11 +209,11 @@ TEST_P(InjectorGates, SaveLoadRoundTrip) {
   std::filesystem::remove(path);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Gates, InjectorGates,
-    ::testing::Values(std::pair{"pagegram", "scalar"}, std::pair{"pagegram", "context"}, std::pair{"engram", "context_sqrt"},
-                      std::pair{"flat", "scalar"}, std::pair{"flat", "context"}),
-    [](const auto& i) { return std::string(i.param.first) + "_" + i.param.second; });
+INSTANTIATE_TEST_SUITE_P(Gates, InjectorGates,
+                         ::testing::Values(std::pair{"pagegram", "scalar"}, std::pair{"pagegram", "context"},
+                                           std::pair{"engram", "context_sqrt"}, std::pair{"flat", "scalar"},
+                                           std::pair{"flat", "context"}),
+                         [](const auto& i) { return std::string(i.param.first) + "_" + i.param.second; });
 
 TEST(Injector, InitIsIndependentOfTheBackboneAndDeterministic) {
   MemoryConfig c = small_config("pagegram", "scalar");
@@ -224,7 +229,8 @@ TEST(Injector, InitIsIndependentOfTheBackboneAndDeterministic) {
   // W_V [C, D] has orthogonal rows with gain sqrt(2C / D): D = 2 orders * 2 heads * 8 = 32.
   const int64_t D = 32;
   double d00 = 0, d01 = 0;
-  for (int64_t k = 0; k < D; ++k) d00 += double(va[0].param[k]) * va[0].param[k], d01 += double(va[0].param[k]) * va[0].param[D + k];
+  for (int64_t k = 0; k < D; ++k)
+    d00 += double(va[0].param[k]) * va[0].param[k], d01 += double(va[0].param[k]) * va[0].param[D + k];
   EXPECT_NEAR(d00, 2.0 * kC / D, 1e-5);
   EXPECT_NEAR(d01, 0.0, 1e-5);
   // Engram-faithful needs the tokenizer's compressed vocabulary.

@@ -28,12 +28,16 @@ struct LayoutCase {
 };
 
 const LayoutCase kCases[] = {
-    {"flat", "flat", 4, false},         {"engram", "engram", 4, false},       {"engram_faithful", "engram", 4, true},
-    {"pagegram_s1", "pagegram", 1, false}, {"pagegram_s4", "pagegram", 4, false}, {"pagegram_s15", "pagegram", 15, false},
+    {"flat", "flat", 4, false},
+    {"engram", "engram", 4, false},
+    {"engram_faithful", "engram", 4, true},
+    {"pagegram_s1", "pagegram", 1, false},
+    {"pagegram_s4", "pagegram", 4, false},
+    {"pagegram_s15", "pagegram", 15, false},
 };
 
-constexpr int64_t kD = 96;        // model width (flat rows are 96 wide: a partial sign word)
-constexpr int64_t kVocab = 500;   // small vocabulary: frequent repeats and collisions
+constexpr int64_t kD = 96;       // model width (flat rows are 96 wide: a partial sign word)
+constexpr int64_t kVocab = 500;  // small vocabulary: frequent repeats and collisions
 
 MemoryConfig config_for(const LayoutCase& c, int64_t target = 600000) {
   MemoryConfig m;
@@ -135,7 +139,8 @@ TEST_P(LayoutConformance, NoNgramAcrossADocumentBoundary) {
     if (changed[static_cast<size_t>(p)]) continue;
     ++checked;
     for (int64_t h = 0; h < before.heads; ++h)
-      ASSERT_EQ(before.rows[static_cast<size_t>(p * before.heads + h)], after.rows[static_cast<size_t>(p * after.heads + h)])
+      ASSERT_EQ(before.rows[static_cast<size_t>(p * before.heads + h)],
+                after.rows[static_cast<size_t>(p * after.heads + h)])
           << "position " << p;
     for (int64_t w = 0; w < before.heads * before.sign_words; ++w)
       ASSERT_EQ(before.signs[static_cast<size_t>(p * before.heads * before.sign_words + w)],
@@ -212,7 +217,8 @@ TEST_P(LayoutConformance, SparseGradientEqualsDenseScatterAdd) {
   for (int64_t u = 0; u < g.size(); ++u)
     std::memcpy(from_sparse.data() + g.rows[static_cast<size_t>(u)] * l->width(), g.values.data() + u * l->width(),
                 sizeof(float) * l->width());
-  for (size_t i = 0; i < dense.size(); ++i) ASSERT_EQ(from_sparse[i], dense[i]) << "element " << i;  // same order: exact
+  for (size_t i = 0; i < dense.size(); ++i)
+    ASSERT_EQ(from_sparse[i], dense[i]) << "element " << i;  // same order: exact
 }
 
 TEST_P(LayoutConformance, OneAndTwoThreadsGiveIdenticalBits) {
@@ -256,7 +262,8 @@ TEST_P(LayoutConformance, UpdateMovesOnlyTouchedRows) {
   int64_t moved = 0;
   for (int64_t r = 0; r < t.layout().rows(); ++r) {
     bool nz = false;
-    for (int64_t j = 0; j < t.layout().width(); ++j) nz |= t.values()[static_cast<size_t>(r * t.layout().width() + j)] != 0.0f;
+    for (int64_t j = 0; j < t.layout().width(); ++j)
+      nz |= t.values()[static_cast<size_t>(r * t.layout().width() + j)] != 0.0f;
     if (nz) {
       ASSERT_TRUE(touched.count(r)) << "row " << r << " moved without a gradient";
       ++moved;
@@ -284,7 +291,8 @@ TEST_P(LayoutConformance, BlocksHoldWholeUnits) {
   for (int64_t i = 0; i < a.n; ++i)
     for (int64_t o = 0; o < l->n_orders(); ++o) {
       std::set<int64_t> blocks;
-      for (int64_t k = 0; k < K; ++k) blocks.insert(l->block_of(a.rows[static_cast<size_t>(i * a.heads + o * K + k)]).block);
+      for (int64_t k = 0; k < K; ++k)
+        blocks.insert(l->block_of(a.rows[static_cast<size_t>(i * a.heads + o * K + k)]).block);
       if (l->name() == "pagegram") {
         ASSERT_EQ(blocks.size(), 1u);
       }
@@ -292,7 +300,8 @@ TEST_P(LayoutConformance, BlocksHoldWholeUnits) {
 }
 
 std::string temp_path(const std::string& name) {
-  return (std::filesystem::temp_directory_path() / ("pg_memory_test_" + name + "_" + std::to_string(::getpid()) + ".h5"))
+  return (std::filesystem::temp_directory_path() /
+          ("pg_memory_test_" + name + "_" + std::to_string(::getpid()) + ".h5"))
       .string();
 }
 

@@ -1,5 +1,7 @@
 // Readout math (memory/readout.h) against finite differences in double: the W_V projection, the scalar gate and
 // both context-gate forms; orthogonal init; identical bits for 1 and 2 threads.
+#include "memory/readout.h"
+
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -8,7 +10,6 @@
 #include <functional>
 
 #include "core/rng.h"
-#include "memory/readout.h"
 
 namespace pg::readout {
 namespace {
@@ -86,8 +87,8 @@ void context_gate_fd(GateForm form) {
   for (int64_t t = 0; t < N; ++t) ASSERT_TRUE(a[t] > 0 && a[t] < 1);
   ASSERT_EQ(hs, h);
   std::vector<double> dx = r, dk(N * C, 0.0), dv(N * C, 0.0), dwh(C, 0.0), dwk(C, 0.0);
-  context_gate_backward(dx.data(), dk.data(), dv.data(), dwh.data(), dwk.data(), h.data(), k.data(), v.data(), wh.data(),
-                        wk.data(), N, C, eps, form);
+  context_gate_backward(dx.data(), dk.data(), dv.data(), dwh.data(), dwk.data(), h.data(), k.data(), v.data(),
+                        wh.data(), wk.data(), N, C, eps, form);
   check_fd(h, dx, loss, "dh");
   check_fd(k, dk, loss, "dk");
   check_fd(v, dv, loss, "dv");
@@ -140,7 +141,7 @@ TEST(Readout, OneAndTwoThreadsGiveIdenticalBits) {
   auto run = [&](int threads) {
     omp_set_num_threads(threads);
     std::vector<float> e(N * C), du(N * D, 0.f), dw(C * D, 0.f), x = r, hs(N * C), a(N), dx = k, dk(N * C, 0.f),
-        dv(N * C, 0.f), dwh(C, 0.f), dwk(C, 0.f), dg = {0.f};
+                                                                 dv(N * C, 0.f), dwh(C, 0.f), dwk(C, 0.f), dg = {0.f};
     project_forward(e.data(), u.data(), w.data(), N, C, D);
     project_backward(du.data(), dw.data(), r.data(), u.data(), w.data(), N, C, D);
     context_gate_forward(x.data(), hs.data(), a.data(), k.data(), e.data(), wh.data(), wh.data(), N, C, 1e-6,
@@ -150,7 +151,8 @@ TEST(Readout, OneAndTwoThreadsGiveIdenticalBits) {
     scalar_gate_backward(dv.data(), dg.data(), r.data(), e.data(), 0.5f, N, C);
     omp_set_num_threads(2);
     std::vector<float> all;
-    for (const auto* v : {&e, &du, &dw, &x, &dx, &dk, &dv, &dwh, &dwk, &dg}) all.insert(all.end(), v->begin(), v->end());
+    for (const auto* v : {&e, &du, &dw, &x, &dx, &dk, &dv, &dwh, &dwk, &dg})
+      all.insert(all.end(), v->begin(), v->end());
     return all;
   };
   const auto a = run(1), b = run(2);

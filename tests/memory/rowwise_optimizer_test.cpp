@@ -1,11 +1,12 @@
 // RowwiseRmsOptimizer (SPEC §4): the sparse update with replayed decay equals a dense update of every row at
 // every step (untouched rows get g = 0), over many steps with rows skipped for long stretches.
+#include "memory/rowwise_optimizer.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 
 #include "core/rng.h"
-#include "memory/rowwise_optimizer.h"
 
 namespace pg {
 namespace {
@@ -21,7 +22,8 @@ struct DenseReference {
     const double bc = 1.0 - std::pow(s.beta2, static_cast<double>(t));
     for (int64_t r = 0; r < rows; ++r) {
       double msq = 0;
-      for (int64_t j = 0; j < width; ++j) msq += static_cast<double>(g[static_cast<size_t>(r * width + j)]) * g[static_cast<size_t>(r * width + j)];
+      for (int64_t j = 0; j < width; ++j)
+        msq += static_cast<double>(g[static_cast<size_t>(r * width + j)]) * g[static_cast<size_t>(r * width + j)];
       msq /= static_cast<double>(width);
       v[static_cast<size_t>(r)] = static_cast<float>(s.beta2 * v[static_cast<size_t>(r)] + (1.0 - s.beta2) * msq);
       const double denom = std::sqrt(static_cast<double>(v[static_cast<size_t>(r)]) / bc) + s.eps;
@@ -70,13 +72,15 @@ void compare(double weight_decay, int64_t steps, double* max_theta_err, double* 
     std::reverse(rows.begin(), rows.end());
     std::vector<float> rg(grads.size());
     for (size_t i = 0; i < rows.size(); ++i)
-      std::copy_n(grads.begin() + static_cast<int64_t>((rows.size() - 1 - i) * W), W, rg.begin() + static_cast<int64_t>(i * W));
+      std::copy_n(grads.begin() + static_cast<int64_t>((rows.size() - 1 - i) * W), W,
+                  rg.begin() + static_cast<int64_t>(i * W));
     opt.update(table.data(), rows, rg.data(), t);
     ref.step(t, sched(t), dense);
   }
   opt.catch_up_all(table.data(), steps);
   *max_theta_err = *max_v_err = *max_theta = 0;
-  for (size_t i = 0; i < table.size(); ++i) *max_theta = std::max(*max_theta, static_cast<double>(std::fabs(ref.theta[i])));
+  for (size_t i = 0; i < table.size(); ++i)
+    *max_theta = std::max(*max_theta, static_cast<double>(std::fabs(ref.theta[i])));
   // θ error per row, relative to that row's largest |θ| (elements passing near 0 make pure ratios meaningless).
   for (int64_t r = 0; r < R; ++r) {
     double scale = 0, err = 0;
@@ -88,8 +92,9 @@ void compare(double weight_decay, int64_t steps, double* max_theta_err, double* 
     *max_theta_err = std::max(*max_theta_err, err / scale);
   }
   for (int64_t r = 0; r < R; ++r)
-    *max_v_err = std::max(*max_v_err, std::fabs(static_cast<double>(opt.v()[static_cast<size_t>(r)]) - ref.v[static_cast<size_t>(r)]) /
-                                          (ref.v[static_cast<size_t>(r)] + 1e-30));
+    *max_v_err = std::max(
+        *max_v_err, std::fabs(static_cast<double>(opt.v()[static_cast<size_t>(r)]) - ref.v[static_cast<size_t>(r)]) /
+                        (ref.v[static_cast<size_t>(r)] + 1e-30));
   EXPECT_EQ(opt.last()[0], steps);
 }
 
