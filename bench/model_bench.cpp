@@ -7,6 +7,8 @@
 #include <pthread.h>
 #include <sched.h>
 
+#include <time.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -53,6 +55,13 @@ std::vector<int> parse_list(const char* s) {
   return v;
 }
 
+// CPU time of the whole process (all threads; includes OpenMP barrier spinning).
+double process_cpu_seconds() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -84,8 +93,10 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  std::printf("%-5s %4s %7s %8s %12s %10s %10s  %s\n", "shape", "mb", "threads", "pinned", "tok/s", "GFLOP/s",
-              "s/call", "(per-call seconds)");
+  // tok/s and GFLOP/s are wall-clock medians. On a shared machine the CPU-time column tells how much of the
+  // wall time the process actually ran (cpu/wall near the thread count = not starved by other processes).
+  std::printf("%-5s %4s %7s %8s %10s %9s %8s %8s  %s\n", "shape", "mb", "threads", "pinned", "tok/s", "GFLOP/s",
+              "s/call", "cpu/wall", "(per-call wall seconds)");
   for (char s : shapes) {
     const Shape sh = shape(s, mb);
     pg::Transformer model(sh.cfg, sh.micro_batch);
@@ -107,16 +118,20 @@ int main(int argc, char** argv) {
       };
       call();  // warm-up: first touch of thread-local scratch
       std::vector<double> t;
+      const double cpu0 = process_cpu_seconds();
+      pg::Timer total;
       for (int it = 0; it < iters; ++it) {
         pg::Timer timer;
         call();
         t.push_back(timer.seconds());
       }
+      const double cpu_ratio = (process_cpu_seconds() - cpu0) / total.seconds();
       std::vector<double> sorted = t;
       std::sort(sorted.begin(), sorted.end());
       const double med = sorted[sorted.size() / 2];
-      std::printf("%-5s %4lld %7d %8s %12.0f %10.1f %10.3f  (", sh.name, static_cast<long long>(sh.micro_batch),
-                  info.threads, info.pinned ? info.cpus.c_str() : "no", tokens / med, tokens * flops / med / 1e9, med);
+      std::printf("%-5s %4lld %7d %8s %10.0f %9.1f %8.3f %8.2f  (", sh.name, static_cast<long long>(sh.micro_batch),
+                  info.threads, info.pinned ? info.cpus.c_str() : "no", tokens / med, tokens * flops / med / 1e9, med,
+                  cpu_ratio);
       for (double x : t) std::printf(" %.3f", x);
       std::printf(" )%s\n", forward_only ? " forward only" : "");
       std::fflush(stdout);

@@ -1,6 +1,402 @@
-// Storage and flash tools (issue 5): registered here as they are built.
+// Storage and flash tools (issue 5): `pagegram collisions`, `addresses`, `export`, `flashsim` and `iobench`.
+// Each reads a config (or a checkpoint), a split of its token store, and prints a report-shaped table (+ HDF5).
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+
 #include "cli/commands.h"
+#include "core/build_info.h"
+#include "core/threads.h"
+#include "core/timer.h"
+#include "data/pipeline.h"
+#include "eval/collisions.h"
+#include "eval/eval_stream.h"
+#include "eval/flash_sim.h"
+#include "eval/iobench.h"
+#include "eval/nf4.h"
+#include "eval/table_file.h"
+#include "memory/layout.h"
+#include "memory/normalize.h"
+#include "train/adamw.h"
+#include "train/checkpoint.h"
+#include "train/config.h"
+#include "train/memory_injector.h"
+#include "train/trainer.h"
 
 namespace pg::cli {
-void register_storage_commands(CLI::App&) {}
+namespace {
+
+// Options shared by the commands that read a config and a token stream.
+struct StreamArgs {
+  std::string config;
+  std::vector<std::string> sets;
+  std::string split = "test";
+  int64_t tokens = 0;
+  int64_t threads = 0;
+};
+
+void add_stream_options(CLI::App* c, StreamArgs& a, int64_t default_tokens, const std::string& tokens_help) {
+  a.tokens = default_tokens;
+  c->add_option("--config", a.config, "experiment config YAML (data, tokenizer, model and memory sections)")->required();
+  c->add_option("--set", a.sets, "override a key: --set memory.slots=15 (repeatable)");
+  c->add_option("--split", a.split, "token stream: test (held-out after the validation tokens), validation, heldout, train")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"test", "validation", "heldout", "train"}));
+  c->add_option("--tokens", a.tokens, tokens_help)->capture_default_str();
+  c->add_option("--threads", a.threads, "threads (0 = all allowed CPUs, pinned)")->capture_default_str();
+}
+
+struct Loaded {
+  ExperimentConfig cfg;
+  data::DataSet ds;
+  EvalStream stream;
+  std::string stream_desc;
+};
+
+// Loads the config, opens the dataset and cuts the requested stream (tokens <= 0: the whole split).
+Loaded load_stream(const StreamArgs& a) {
+  if (a.tokens < 0) throw UserError(str("--tokens: must be >= 0, got ", a.tokens));
+  setup_threads(static_cast<int>(a.threads));
+  Loaded l;
+  l.cfg = load_experiment(a.config, a.sets);
+  l.ds = data::open_dataset(l.cfg.data, l.cfg.tokenizer, a.config);
+  const data::TokenStore* store = l.ds.heldout.get();
+  uint64_t begin = 0, end = store->n_tokens();
+  if (a.split == "test") {
+    begin = static_cast<uint64_t>(l.ds.val_tokens);
+  } else if (a.split == "validation") {
+    end = static_cast<uint64_t>(l.ds.val_tokens);
+  } else if (a.split == "train") {
+    store = l.ds.train.get();
+    end = store->n_tokens();
+  }
+  const uint64_t avail = end > begin ? end - begin : 0;
+  const uint64_t n = a.tokens > 0 ? std::min<uint64_t>(avail, static_cast<uint64_t>(a.tokens)) : avail;
+  if (n == 0) throw UserError(str("the ", a.split, " stream of ", store->path(), " is empty"));
+  Timer t;
+  l.stream = stream_from_store(*store, begin, n, 8);
+  l.stream_desc = str(a.split, " stream of ", store->path(), ": tokens [", begin, ", ", begin + n, ")");
+  std::fprintf(stderr, "[eval] %s (%llu tokens%s), read in %.1f s\n", l.stream_desc.c_str(),
+               static_cast<unsigned long long>(n),
+               a.tokens > 0 && static_cast<uint64_t>(a.tokens) > avail ? str(", all ", avail, " available").c_str() : "",
+               t.seconds());
+  return l;
+}
+
+// Engram-faithful hashing needs the tokenizer's compressed vocabulary.
+std::unique_ptr<CompressedVocab> vocab_for(const MemoryConfig& m, const data::DataSet* ds) {
+  if (!(m.layout == "engram" && m.hash.engram_faithful)) return nullptr;
+  if (!ds || !ds->tokenizer) throw ConfigError("memory.hash.engram_faithful: needs the config's tokenizer");
+  std::vector<std::string> pieces;
+  for (int64_t i = 0; i < ds->tokenizer->vocab_size(); ++i) pieces.push_back(ds->tokenizer->piece(static_cast<uint32_t>(i)));
+  return std::make_unique<CompressedVocab>(compress_vocabulary(sentencepiece_piece_texts(pieces), pieces));
+}
+
+std::unique_ptr<MemoryLayout> layout_of(const ExperimentConfig& cfg, const std::string& layout, int64_t slots,
+                                        const data::DataSet* ds, double params = 0) {
+  MemoryConfig m = cfg.memory;
+  m.layout = layout;
+  if (slots > 0) m.slots = slots;
+  if (params > 0) m.target_params = static_cast<int64_t>(params);
+  auto vocab = vocab_for(m, ds);
+  return make_layout(m, cfg.model.d_model, vocab.get());
+}
+
+std::vector<std::pair<std::string, std::string>> run_attrs(const std::string& command, const Loaded* l) {
+  std::vector<std::pair<std::string, std::string>> a = {{"command", command}, {"revision", build::kRevision}};
+  if (l) {
+    a.push_back({"stream", l->stream_desc});
+    a.push_back({"config", cfg::dump(l->cfg)});
+  }
+  return a;
+}
+
+std::vector<FlashLayoutSpec> parse_layouts(const std::vector<std::string>& names, int64_t default_slots) {
+  std::vector<FlashLayoutSpec> out;
+  for (const auto& n : names) out.push_back(parse_flash_layout(n, default_slots));
+  if (out.empty()) throw UserError("--layouts: give at least one layout");
+  return out;
+}
+
+}  // namespace
+
+void register_storage_commands(CLI::App& app) {
+  // The command line, for the HDF5 files (register_storage_commands does not get argv).
+  static std::string command;
+  auto cmdline = [] {
+    if (!command.empty()) return command;
+    std::string raw = data::read_file("/proc/self/cmdline");
+    for (char& c : raw)
+      if (c == '\0') c = ' ';
+    while (!raw.empty() && raw.back() == ' ') raw.pop_back();
+    return command = raw;
+  };
+
+  // ---- collisions
+  {
+    static StreamArgs a;
+    static std::vector<std::string> layouts = {"flat", "engram", "pagegram"};
+    static std::string out;
+    static bool per_head = false;
+    CLI::App* c = app.add_subcommand("collisions", "collision statistics per order and head (report Table 3)");
+    add_stream_options(c, a, 20000000, "stream tokens (0 = the whole split)");
+    c->add_option("--layouts", layouts, "layouts: flat, engram, pagegram (config's slots) or pagegram:S")
+        ->delimiter(',')
+        ->capture_default_str();
+    c->add_flag("--per-head", per_head, "also print one line per (layout, order, head)");
+    c->add_option("--out", out, "HDF5 output (optional)");
+    c->callback([cmdline] {
+      Loaded l = load_stream(a);
+      std::vector<LayoutCollisions> all;
+      for (const FlashLayoutSpec& spec : parse_layouts(layouts, l.cfg.memory.slots)) {
+        auto L = layout_of(l.cfg, spec.layout, spec.slots, &l.ds);
+        std::fprintf(stderr, "[eval] %s\n", L->parity_report().c_str());
+        all.push_back(measure_collisions(*L, l.stream, true));
+      }
+      std::printf("%s", format_collision_table(all, per_head).c_str());
+      if (!out.empty()) {
+        write_collisions_h5(out, all, run_attrs(cmdline(), &l));
+        std::printf("wrote %s\n", out.c_str());
+      }
+    });
+  }
+  // ---- addresses
+  {
+    static StreamArgs a;
+    static std::string layout, out;
+    static int64_t slots = 0;
+    CLI::App* c = app.add_subcommand("addresses", "dump per-token rows and 4 KiB block ids of a layout to HDF5");
+    add_stream_options(c, a, 1000000, "stream tokens (0 = the whole split; 16 heads x 24 B per token)");
+    c->add_option("--layout", layout, "flat, engram or pagegram (default: the config's memory.layout)");
+    c->add_option("--slots", slots, "PageGram slots S (default: the config's memory.slots)");
+    c->add_option("--out", out, "HDF5 output")->required();
+    c->callback([cmdline] {
+      Loaded l = load_stream(a);
+      const std::string name = layout.empty() ? l.cfg.memory.layout : layout;
+      if (name == "none")
+        throw UserError("addresses: the config has memory.layout none (hint: --layout flat|engram|pagegram)");
+      auto L = layout_of(l.cfg, name, slots, &l.ds);
+      Timer t;
+      write_addresses_h5(out, *L, l.stream, l.stream.size(), run_attrs(cmdline(), &l));
+      std::printf("%s\nwrote %s: rows, block, offset [%lld, %lld] (%.1f s)\n", L->parity_report().c_str(), out.c_str(),
+                  static_cast<long long>(l.stream.size()), static_cast<long long>(L->heads()), t.seconds());
+    });
+  }
+  // ---- export
+  {
+    static std::string checkpoint, config, out, fill = "zero";
+    static std::vector<std::string> sets;
+    static int64_t eval_windows = 0, threads = 0;
+    static bool no_verify = false;
+    CLI::App* c = app.add_subcommand(
+        "export", "write the page-aligned NF4 table file (.pgt, eval/FORMATS.md) of a checkpoint's memory table");
+    c->add_option("--checkpoint", checkpoint, "checkpoint.h5 holding a memory table");
+    c->add_option("--config", config, "instead of a checkpoint: a config whose memory layout gets a --fill table");
+    c->add_option("--set", sets, "override a key of --config (repeatable)");
+    c->add_option("--fill", fill, "with --config: zero or random table contents")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"zero", "random"}));
+    c->add_option("--out", out, "output .pgt file")->required();
+    c->add_option("--eval-windows", eval_windows,
+                  "with --checkpoint: also compare held-out loss with the fp32 and the NF4 table on this many "
+                  "validation windows (0 = skip)")
+        ->capture_default_str();
+    c->add_flag("--no-verify", no_verify, "skip reading the written file back");
+    c->add_option("--threads", threads, "threads (0 = all allowed CPUs, pinned)");
+    c->callback([cmdline] {
+      if (checkpoint.empty() == config.empty()) throw UserError("export: give exactly one of --checkpoint or --config");
+      setup_threads(static_cast<int>(threads));
+      Timer t;
+      std::unique_ptr<MemoryLayout> own_layout;
+      const MemoryLayout* L = nullptr;
+      TableFileHeader h;
+      ExperimentConfig cfg;
+      std::unique_ptr<Transformer> model;
+      std::unique_ptr<MemoryInjector> mem;
+      TableWriteOptions opt;
+      opt.progress = true;
+      opt.info = {{"revision", build::kRevision}, {"command", cmdline()}};
+      if (!checkpoint.empty()) {
+        cfg = checkpoint_config(checkpoint);
+        if (!cfg.memory.enabled())
+          throw UserError(str("export: ", checkpoint, " was trained without a memory table (memory.layout none)"));
+        model = std::make_unique<Transformer>(cfg.model, cfg.train.micro_batch);
+        mem = attach_memory(cfg, *model);
+        const int64_t total = cfg.train.total_steps();
+        const TrainConfig tc = cfg.train;
+        mem->set_lr_schedule([tc, total](int64_t s) { return wsd_lr(s - 1, total, tc.lr, tc.warmup_frac, tc.decay_frac); });
+        const TrainState st = load_checkpoint(checkpoint, *model, nullptr, [&](const h5::Group& g) { mem->load(g); });
+        mem->table().materialize();  // replayed decay up to the last step (no-op without table weight decay)
+        L = &mem->table().layout();
+        opt.info.push_back({"source", checkpoint});
+        opt.info.push_back({"step", std::to_string(st.step)});
+        opt.info.push_back({"tokens", std::to_string(st.tokens)});
+        const float* values = mem->table().values().data();
+        const int64_t w = L->width();
+        h = write_table_file(out, *L, [&](int64_t r0, int64_t n, float* dst) {
+          std::copy(values + r0 * w, values + (r0 + n) * w, dst);
+        }, opt);
+      } else {
+        cfg = load_experiment(config, sets);
+        if (!cfg.memory.enabled()) throw UserError(str("export: ", config, " has memory.layout none (hint: --set memory.layout=pagegram)"));
+        own_layout = make_layout(cfg.memory, cfg.model.d_model);  // Engram-faithful needs the tokenizer: not here
+        L = own_layout.get();
+        opt.info.push_back({"source", str(config, " (", fill, " table)")});
+        if (fill == "random") {
+          h = write_random_table_file(out, *L, static_cast<uint64_t>(cfg.train.seed), opt);
+        } else {
+          const int64_t w = L->width();
+          h = write_table_file(out, *L, [w](int64_t, int64_t n, float* dst) { std::fill(dst, dst + n * w, 0.0f); }, opt);
+        }
+      }
+      std::printf("%s\n", L->parity_report().c_str());
+      std::printf("wrote %s: %llu data blocks + %llu header blocks = %.1f MiB (%.1f s)\n", out.c_str(),
+                  static_cast<unsigned long long>(h.data_blocks), static_cast<unsigned long long>(h.header_blocks),
+                  static_cast<double>(h.file_bytes()) / (1 << 20), t.seconds());
+      if (!no_verify) {
+        Timer tv;
+        TableFileReader r = TableFileReader::open(out, *L);
+        r.verify_all(true);
+        std::printf("verified %llu block checksums (%.1f s)\n", static_cast<unsigned long long>(h.data_blocks), tv.seconds());
+      }
+      if (eval_windows > 0) {
+        if (!mem) throw UserError("export: --eval-windows needs --checkpoint");
+        data::DataSet ds = data::open_dataset(cfg.data, cfg.tokenizer);
+        data::ValidationWindows val = ds.validation(cfg.model.context);
+        const int64_t n = std::min<int64_t>(eval_windows, val.count());
+        Timer te;
+        const double fp32 = evaluate(*model, val, n, *ds.heldout, mem.get());
+        std::span<float> v = mem->table().values();
+        nf4::round_trip_table(v.data(), L->rows(), L->width());  // exactly the values the file holds
+        const double q = evaluate(*model, val, n, *ds.heldout, mem.get());
+        std::printf("held-out over %lld windows: fp32 table %.6f nats, NF4 table %.6f nats, difference %+.6f "
+                    "(report: +0.0004) (%.1f s)\n",
+                    static_cast<long long>(n), fp32, q, q - fp32, te.seconds());
+      }
+    });
+  }
+  // ---- flashsim
+  {
+    static StreamArgs a;
+    static std::vector<std::string> sizes = {"3.2e9", "10e9", "20e9"};
+    static std::vector<std::string> caches = {"0", "256MiB", "1GiB", "4GiB"};
+    static std::vector<std::string> layouts = {"flat", "engram", "pagegram"};
+    static std::string out;
+    CLI::App* c = app.add_subcommand(
+        "flashsim", "flash reads per token under an exact LRU page cache, per layout, table size and cache (Table 6)");
+    add_stream_options(c, a, 20000000, "stream tokens (0 = the whole split; report: 20M)");
+    c->add_option("--sizes", sizes, "table sizes in parameters (4-bit NF4 on flash)")->delimiter(',')->capture_default_str();
+    c->add_option("--caches", caches, "LRU page cache sizes (0 = none)")->delimiter(',')->capture_default_str();
+    c->add_option("--layouts", layouts, "flat, engram, pagegram (config's slots) or pagegram:S")
+        ->delimiter(',')
+        ->capture_default_str();
+    c->add_option("--out", out, "HDF5 output (optional)");
+    c->callback([cmdline] {
+      FlashSweepConfig fc;
+      fc.sizes.clear();
+      fc.caches.clear();
+      for (const auto& s : sizes) fc.sizes.push_back(parse_count(s, "--sizes"));
+      for (const auto& s : caches) fc.caches.push_back(parse_bytes(s, "--caches"));
+      Loaded l = load_stream(a);
+      fc.memory = l.cfg.memory;
+      fc.d_model = l.cfg.model.d_model;
+      fc.layouts = parse_layouts(layouts, l.cfg.memory.slots);
+      const FlashSweepSummary s = run_flash_sweep(fc, l.stream);
+      std::printf("%s", format_flash_table(s).c_str());
+      if (!out.empty()) {
+        write_flash_h5(out, s, run_attrs(cmdline(), &l));
+        std::printf("wrote %s\n", out.c_str());
+      }
+    });
+  }
+  // ---- iobench
+  {
+    static StreamArgs a;
+    static std::string size = "2e9", dir, out;
+    static std::vector<std::string> layouts = {"flat", "engram", "pagegram"};
+    static std::vector<int> depths = {1, 4, 16, 64};
+    static double seconds = 10;
+    static bool keep = false;
+    CLI::App* c = app.add_subcommand(
+        "iobench", "O_DIRECT 4 KiB table lookups through io_uring with N reads in flight, on real table files (Fig. 4b)");
+    add_stream_options(c, a, 200000, "lookups (stream tokens) per run at most");
+    c->add_option("--size", size, "table size in parameters (NF4 file of ~0.53 B/param; report: 20e9)")->capture_default_str();
+    c->add_option("--layouts", layouts, "flat, engram, pagegram (config's slots) or pagegram:S")
+        ->delimiter(',')
+        ->capture_default_str();
+    c->add_option("--depths", depths, "reads in flight")->delimiter(',')->capture_default_str();
+    c->add_option("--seconds", seconds, "time limit per (layout, depth) run (0 = none)")->capture_default_str();
+    c->add_option("--dir", dir, "where the table files live (default: <data cache>/iobench; must support O_DIRECT)");
+    c->add_flag("--keep", keep, "keep the table files it created (a later run with the same --dir reuses them)");
+    c->add_option("--out", out, "HDF5 output (optional)");
+    c->callback([cmdline] {
+      const double params = parse_count(size, "--size");
+      for (int d : depths)
+        if (d < 1 || d > 4096) throw UserError(str("--depths: reads in flight must be in [1, 4096], got ", d));
+      if (seconds < 0) throw UserError(str("--seconds: must be >= 0, got ", seconds));
+      Loaded l = load_stream(a);
+      const std::string d = dir.empty() ? data::cache_dir(l.cfg.data) + "/iobench" : dir;
+      std::filesystem::create_directories(d);
+      std::vector<std::string> created;
+      std::vector<IoBenchResult> results;
+      try {
+        for (const FlashLayoutSpec& spec : parse_layouts(layouts, l.cfg.memory.slots)) {
+          auto L = layout_of(l.cfg, spec.layout, spec.slots, nullptr, params);
+          const std::string path = str(d, "/", spec.layout, spec.slots ? str("_s", spec.slots) : "", "_",
+                                       format_count(params), ".pgt");
+          TableFileHeader h;
+          bool reused = false;
+          if (std::filesystem::exists(path)) {
+            try {
+              h = TableFileReader::open(path, *L).header();
+              reused = true;
+            } catch (const IoError& e) {
+              std::fprintf(stderr, "[iobench] re-creating %s: %s\n", path.c_str(), e.what());
+            }
+          }
+          if (!reused) {
+            TableWriteOptions opt;
+            opt.progress = true;
+            opt.info = {{"source", "pagegram iobench (random NF4 content)"}};
+            Timer tw;
+            created.push_back(path);
+            h = write_random_table_file(path, *L, 1, opt);
+            std::fprintf(stderr, "[iobench] wrote %s (%.2f GiB, %.1f s)\n", path.c_str(),
+                         static_cast<double>(h.file_bytes()) / (1 << 30), tw.seconds());
+          } else {
+            std::fprintf(stderr, "[iobench] reusing %s\n", path.c_str());
+          }
+          std::vector<uint32_t> blocks;
+          std::vector<uint64_t> ends;
+          stream_blocks(*L, l.stream, 0, l.stream.size(), blocks, &ends);
+          for (int depth : depths) {
+            IoBenchResult r = run_iobench(path, h.data_offset(), blocks, ends, depth, 0, seconds);
+            r.layout = spec.label();
+            std::fprintf(stderr, "[iobench] %s depth %d: %.0f lookups/s, read p50 %.0f us p99 %.0f us\n",
+                         r.layout.c_str(), depth, r.lookups_per_second(), r.read_p50_us, r.read_p99_us);
+            results.push_back(r);
+          }
+        }
+      } catch (...) {
+        if (!keep)
+          for (const auto& p : created) std::filesystem::remove(p);
+        throw;
+      }
+      if (!keep)
+        for (const auto& p : created) std::filesystem::remove(p);
+      std::printf("table files of %s params (%s)%s\n", format_count(params).c_str(), d.c_str(),
+                  keep ? ", kept" : created.empty() ? ", reused" : ", removed");
+      std::printf("%s", format_iobench_table(results).c_str());
+      if (!out.empty()) {
+        auto attrs = run_attrs(cmdline(), &l);
+        attrs.push_back({"table_params", format_count(params)});
+        write_iobench_h5(out, results, attrs);
+        std::printf("wrote %s\n", out.c_str());
+      }
+    });
+  }
+}
+
 }  // namespace pg::cli

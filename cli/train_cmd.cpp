@@ -1,12 +1,17 @@
 // `pagegram train`, `pagegram eval` and `pagegram bench train`.
+#include <unistd.h>
+
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 
 #include "cli/commands.h"
+#include "core/rng.h"
 #include "core/threads.h"
 #include "core/timer.h"
 #include "data/pipeline.h"
 #include "train/checkpoint.h"
+#include "train/memory_injector.h"
 #include "train/trainer.h"
 
 namespace pg::cli {
@@ -16,6 +21,38 @@ std::string joined_command(int argc, char** argv) {
   for (int i = 0; i < argc; ++i) s += (i ? " " : "") + std::string(argv[i]);
   return s;
 }
+// A temporary dataset of uniformly random tokens (documents of 8,192 tokens), removed on destruction.
+struct SyntheticData {
+  std::filesystem::path dir;
+  ~SyntheticData() {
+    if (!dir.empty()) std::filesystem::remove_all(dir);
+  }
+  data::DataSet make(const ExperimentConfig& cfg) {
+    dir = std::filesystem::temp_directory_path() / ("pagegram-synthetic-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    RngStream rng(static_cast<uint64_t>(cfg.train.seed), "bench.synthetic");
+    auto write = [&](const std::string& name, uint64_t tokens, data::Split split) {
+      data::TokenStoreInfo info;
+      info.vocab_size = static_cast<uint64_t>(cfg.model.vocab);
+      info.split = split;
+      const uint64_t doc = 8192, docs = (tokens + doc - 1) / doc;
+      data::TokenStoreWriter w((dir / name).string(), info, docs);
+      std::vector<uint32_t> ids(doc);
+      for (uint64_t d = 0; d < docs; ++d) {
+        for (auto& id : ids) id = static_cast<uint32_t>(rng.below(static_cast<uint64_t>(cfg.model.vocab)));
+        w.add_document(ids, doc * 4);
+      }
+      w.finish();
+      return std::make_shared<const data::TokenStore>(data::TokenStore::open((dir / name).string()));
+    };
+    data::DataSet ds;
+    ds.train = write("train.pgtok", 4u << 20, data::Split::kTrain);
+    ds.heldout = write("heldout.pgtok", static_cast<uint64_t>(4 * (cfg.model.context + 1)) + 8192, data::Split::kHeldout);
+    ds.val_tokens = 4 * (cfg.model.context + 1);
+    return ds;
+  }
+};
+
 }  // namespace
 
 void register_train_commands(CLI::App& app, int argc, char** argv) {
@@ -60,11 +97,14 @@ void register_train_commands(CLI::App& app, int argc, char** argv) {
       setup_threads(static_cast<int>(threads));
       data::DataSet ds = data::open_dataset(cfg.data, cfg.tokenizer);
       Transformer model(cfg.model, cfg.train.micro_batch);
-      TrainState st = load_checkpoint(checkpoint, model, nullptr);
+      std::unique_ptr<MemoryInjector> mem = attach_memory(cfg, model, ds.tokenizer.get());
+      SectionReader load_mem;
+      if (mem) load_mem = [&](const h5::Group& g) { mem->load(g); };
+      TrainState st = load_checkpoint(checkpoint, model, nullptr, load_mem);
       data::ValidationWindows val = ds.validation(cfg.model.context);
       const int64_t n = windows > 0 ? windows : std::min<int64_t>(cfg.train.eval_windows, val.count());
       Timer t;
-      const double loss = evaluate(model, val, n);
+      const double loss = evaluate(model, val, n, *ds.heldout, mem.get());
       std::printf("checkpoint  %s (step %ld, %.2fM tokens)\n", checkpoint.c_str(), long(st.step), st.tokens / 1e6);
       std::printf("held-out    %.6f nats over %ld windows of %ld tokens (%.1f s)\n", loss, long(n),
                   long(cfg.model.context), t.seconds());
@@ -74,6 +114,7 @@ void register_train_commands(CLI::App& app, int argc, char** argv) {
     static std::string config;
     static std::vector<std::string> sets;
     static int64_t steps = 5, warmup = 1;
+    static bool synthetic = false;
     CLI::App* bench = app.add_subcommand("bench", "benchmarks");
     bench->require_subcommand(1);
     CLI::App* c = bench->add_subcommand("train", "steady-state training tokens/s and peak RSS (no files written)");
@@ -81,11 +122,14 @@ void register_train_commands(CLI::App& app, int argc, char** argv) {
     c->add_option("--set", sets, "override a key (repeatable)");
     c->add_option("--steps", steps, "timed optimizer steps")->capture_default_str();
     c->add_option("--warmup", warmup, "untimed warm-up steps")->capture_default_str();
+    c->add_flag("--synthetic", synthetic, "random tokens in a temporary token store instead of the corpus "
+                "(no data build needed; the same work per token)");
     c->callback([] {
       ExperimentConfig cfg = load_experiment(config, sets);
       cfg.train.eval_interval = 0;
       cfg.train.eval_windows = 1;
-      data::DataSet ds = data::open_dataset(cfg.data, cfg.tokenizer, config);
+      SyntheticData syn;
+      data::DataSet ds = synthetic ? syn.make(cfg) : data::open_dataset(cfg.data, cfg.tokenizer, config);
       TrainOptions opt;
       opt.write_files = false;
       opt.progress = false;

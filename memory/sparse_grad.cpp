@@ -54,15 +54,16 @@ void gather_signed(const Addresses& a, const float* table, int64_t width, bool s
 }
 
 void sparse_grad(const Addresses& a, const float* dout, int64_t width, bool sums_heads, SparseGrad& out,
-                 std::vector<std::pair<int64_t, int64_t>>& order) {
+                 SparseGradScratch& scratch) {
+  auto& order = scratch.order;
+  auto& seg = scratch.segments;
   const int64_t H = a.heads, W = a.sign_words, E = a.n * H;
   const int64_t ow = sums_heads ? width : H * width;
   order.resize(static_cast<size_t>(E));
   for (int64_t e = 0; e < E; ++e) order[static_cast<size_t>(e)] = {a.rows[static_cast<size_t>(e)], e};
   std::sort(order.begin(), order.end());  // keys are unique: the result does not depend on the algorithm
   // Segment starts.
-  std::vector<int64_t> seg;
-  seg.reserve(static_cast<size_t>(E) / 2 + 1);
+  seg.clear();
   for (int64_t e = 0; e < E; ++e)
     if (e == 0 || order[static_cast<size_t>(e)].first != order[static_cast<size_t>(e - 1)].first) seg.push_back(e);
   const int64_t U = static_cast<int64_t>(seg.size());
@@ -108,8 +109,10 @@ void SparseGradAccumulator::add(const SparseGrad& g) {
   PG_CHECK(g.width == width_);
   const int64_t U = g.size();
   // Slots: serial, in the gradient's (sorted) row order.
-  std::vector<int32_t> dst(static_cast<size_t>(U));
-  std::vector<uint8_t> fresh(static_cast<size_t>(U));
+  auto& dst = dst_;
+  auto& fresh = fresh_;
+  dst.resize(static_cast<size_t>(U));
+  fresh.resize(static_cast<size_t>(U));
   for (int64_t u = 0; u < U; ++u) {
     const int64_t r = g.rows[static_cast<size_t>(u)];
     int32_t& s = slot_[static_cast<size_t>(r)];

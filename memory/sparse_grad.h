@@ -22,11 +22,16 @@ struct SparseGrad {
   int64_t size() const { return static_cast<int64_t>(rows.size()); }
 };
 
+// Reusable buffers of sparse_grad (allocate once, reuse every micro-batch).
+struct SparseGradScratch {
+  std::vector<std::pair<int64_t, int64_t>> order;  // (row, entry)
+  std::vector<int64_t> segments;                   // first entry of each row's run, + end
+};
+
 // The gradient of gather_signed w.r.t. the table: entry (i, h) adds s_{i,h} ⊙ dout[i, h-slice] (flat: the whole
 // dout row) to row_{i,h}. Entries are sorted by (row, i*heads + h) and each row's entries summed in that order.
-// `order` is scratch (kept to avoid re-allocation).
 void sparse_grad(const Addresses& a, const float* dout, int64_t width, bool sums_heads, SparseGrad& out,
-                 std::vector<std::pair<int64_t, int64_t>>& order);
+                 SparseGradScratch& scratch);
 
 // Dense reference (for tests): scatter-adds every entry serially into dense [rows, width].
 void dense_grad_reference(const Addresses& a, const float* dout, int64_t width, bool sums_heads, float* dense);
@@ -49,6 +54,8 @@ class SparseGradAccumulator {
   std::vector<int32_t> slot_;
   std::vector<int64_t> rows_;
   std::vector<float> values_;
+  std::vector<int32_t> dst_;   // scratch of add(): destination slot per added row
+  std::vector<uint8_t> fresh_;
 };
 
 }  // namespace pg

@@ -26,7 +26,7 @@ void MemoryTable::gather(const Addresses& a, float* out) const {
 }
 
 void MemoryTable::accumulate_grad(const Addresses& a, const float* dout) {
-  sparse_grad(a, dout, layout_->width(), layout_->sums_heads(), mb_grad_, order_);
+  sparse_grad(a, dout, layout_->width(), layout_->sums_heads(), mb_grad_, scratch_);
   acc_.add(mb_grad_);
 }
 

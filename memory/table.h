@@ -66,7 +66,7 @@ class MemoryTable {
   RowwiseRmsOptimizer opt_;
   SparseGradAccumulator acc_;
   SparseGrad mb_grad_;
-  std::vector<std::pair<int64_t, int64_t>> order_;
+  SparseGradScratch scratch_;
   std::vector<int64_t> unique_;
   int64_t step_ = 0;
   int64_t touched_last_ = 0;

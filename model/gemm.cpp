@@ -116,10 +116,12 @@ void pack_a_panel(float* ap, View a, int64_t mr, int64_t kc) {
   }
 }
 
-// C[0:MR, 0:nr] = [C +] sum_k ap[k, 0:MR] x bp[k, 0:32].
+// C[0:MR, 0:nr] = [C +] sum_k ap[k, 0:MR] x bp[k, 0:32]. cn: the C tile the next call will touch; its lines
+// are prefetched for writing during the first k steps, so the stores (or loads) of the next tile do not stall
+// on cache misses (prefetches never fault, so cn may point past the matrix).
 template <int MR>
 void kernel(int64_t kc, const float* __restrict ap, const float* __restrict bp, float* c, int64_t ldc, int64_t nr,
-            bool load_c) {
+            bool load_c, const float* cn) {
   const __mmask16 m0 = first_n(nr), m1 = first_n(nr - 16);
   __m512 c0[MR], c1[MR];
 #pragma GCC unroll 14
@@ -132,7 +134,23 @@ void kernel(int64_t kc, const float* __restrict ap, const float* __restrict bp, 
       c1[i] = _mm512_setzero_ps();
     }
   }
-  for (int64_t k = 0; k < kc; ++k) {
+  int64_t k = 0;
+  const int64_t kp = std::min<int64_t>(kc, MR);
+  for (; k < kp; ++k) {
+    __builtin_prefetch(cn + k * ldc, 1, 3);
+    __builtin_prefetch(cn + k * ldc + 16, 1, 3);
+    __builtin_prefetch(cn + k * ldc + 31, 1, 3);
+    const __m512 b0 = _mm512_loadu_ps(bp), b1 = _mm512_loadu_ps(bp + 16);
+#pragma GCC unroll 14
+    for (int i = 0; i < MR; ++i) {
+      const __m512 av = _mm512_set1_ps(ap[i]);
+      c0[i] = _mm512_fmadd_ps(av, b0, c0[i]);
+      c1[i] = _mm512_fmadd_ps(av, b1, c1[i]);
+    }
+    ap += kMr;
+    bp += kNr;
+  }
+  for (; k < kc; ++k) {
     const __m512 b0 = _mm512_loadu_ps(bp), b1 = _mm512_loadu_ps(bp + 16);
 #pragma GCC unroll 14
     for (int i = 0; i < MR; ++i) {
@@ -150,7 +168,7 @@ void kernel(int64_t kc, const float* __restrict ap, const float* __restrict bp, 
   }
 }
 
-using KernelFn = void (*)(int64_t, const float*, const float*, float*, int64_t, int64_t, bool);
+using KernelFn = void (*)(int64_t, const float*, const float*, float*, int64_t, int64_t, bool, const float*);
 template <int... I>
 constexpr auto make_kernels(std::integer_sequence<int, I...>) {
   return std::array<KernelFn, sizeof...(I)>{&kernel<I + 1>...};
@@ -192,9 +210,13 @@ void gemm_core(int64_t M, int64_t N, int64_t K, const ASource& A, int64_t ka0, c
         for (int64_t ir = 0; ir < mc; ir += kMr) {
           const KernelFn fn = kKernels[std::min(kMr, mc - ir) - 1];
           const float* a_panel = ap + (ir / kMr) * a_stride;
-          for (int64_t jr = jg; jr < jg + ng; jr += kNr)
-            fn(kcur, a_panel, bdata + ((n0 + jr) / kNr) * b_kcap * kNr + (kb0 + kb) * kNr, c + (ic + ir) * ldc + jr,
-               ldc, N - jr, load_c);
+          float* crow = c + (ic + ir) * ldc;
+          for (int64_t jr = jg; jr < jg + ng; jr += kNr) {
+            // the next tile: the next column panel, else the first panel of the next row panel
+            const float* cn = jr + kNr < jg + ng ? crow + jr + kNr : crow + kMr * ldc + jg;
+            fn(kcur, a_panel, bdata + ((n0 + jr) / kNr) * b_kcap * kNr + (kb0 + kb) * kNr, crow + jr, ldc, N - jr,
+               load_c, cn);
+          }
         }
       }
     }

@@ -40,9 +40,12 @@ F* packed_buffer(int slot, int64_t M, int64_t K) {
 }  // namespace
 
 int64_t lm_head_rows(int64_t V) {
-  int64_t rows = (int64_t{1} << 24) / std::max<int64_t>(V, 1);
-  rows = std::clamp<int64_t>(rows, 14, 504);
-  return rows / 14 * 14;
+  const int64_t rows = std::clamp<int64_t>((int64_t{1} << 24) / std::max<int64_t>(V, 1), 32, 512);
+  return rows / 32 * 32;
+}
+int64_t lm_head_vocab_block(int64_t rows) {
+  const int64_t vb = std::max<int64_t>(14, (int64_t{1} << 18) / std::max<int64_t>(rows, 1));
+  return vb / 14 * 14;
 }
 
 template <class F>
@@ -149,7 +152,7 @@ void linear_forward(F* out, const F* inp, const F* weight, const F* residual, in
 
 template <class F>
 void linear_backward(F* dinp, F* dweight, const F* dout, const F* inp, const F* weight, int64_t N, int64_t C,
-                     int64_t OC, F* pack_w, F* pack_x) {
+                     int64_t OC, F* pack_w, F* pack_x, bool accumulate) {
   const auto w = gemm::make_b(pack_w, StridedView<F>{weight, C, 1}, OC, C);  // B(k = o, j = c) = W[o, c]
   const auto x = gemm::make_b(pack_x, StridedView<F>{inp, C, 1}, N, C);      // B(k = n, j = c) = inp[n, c]
   const int64_t ndw = ceil_div(OC, kGemmRows), ndx = ceil_div(N, kGemmRows);
@@ -164,7 +167,7 @@ void linear_backward(F* dinp, F* dweight, const F* dout, const F* inp, const F* 
         gemm::gemm_b(no, C, N, StridedView<F>{dout + o0, 1, OC}, x, 0, 0, dweight + o0 * C, C, true);
       } else {  // dinp rows [r0, r0 + nr)
         const int64_t r0 = (task - ndw) * kGemmRows, nr = std::min(kGemmRows, N - r0);
-        gemm::gemm_b(nr, C, OC, StridedView<F>{dout + r0 * OC, OC, 1}, w, 0, 0, dinp + r0 * C, C, true);
+        gemm::gemm_b(nr, C, OC, StridedView<F>{dout + r0 * OC, OC, 1}, w, 0, 0, dinp + r0 * C, C, accumulate);
       }
     }
   }
@@ -291,7 +294,7 @@ void attention_forward(F* out, F* lse, const F* qkv, int64_t B, int64_t T, int64
 
 template <class F>
 void attention_backward(F* dqkv, const F* dout, const F* qkv, const F* out, const F* lse, int64_t B, int64_t T,
-                        int64_t C, int64_t NH) {
+                        int64_t C, int64_t NH, bool accumulate) {
   const int64_t HD = C / NH, C3 = 3 * C;
   const F scale = F(1) / std::sqrt(static_cast<F>(HD));
 #pragma omp parallel for schedule(dynamic, 1)
@@ -306,6 +309,9 @@ void attention_backward(F* dqkv, const F* dout, const F* qkv, const F* out, cons
     F* dk = dq + C;
     F* dv = dq + 2 * C;
     const F* l = lse + bh * T;
+    if (!accumulate)  // this task owns the (b, h) columns of dq, dk, dv
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t part = 0; part < 3; ++part) std::memset(dq + t * C3 + part * C, 0, HD * sizeof(F));
     F* st = thread_buffer<F>(0, T * kLd);
     F* dst = thread_buffer<F>(1, T * kLd);
     F* D = thread_buffer<F>(3, T);
@@ -342,65 +348,96 @@ void gelu_forward(F* out, const F* inp, int64_t N, int64_t H) {
   for (int64_t n = 0; n < N; ++n) simd::gelu_forward_row(out + n * H, inp + n * H, H);
 }
 template <class F>
-void gelu_backward(F* dinp, const F* inp, const F* dout, int64_t N, int64_t H) {
+void gelu_backward(F* dinp, const F* inp, const F* dout, int64_t N, int64_t H, bool accumulate) {
 #pragma omp parallel for schedule(static)
-  for (int64_t n = 0; n < N; ++n) simd::gelu_backward_row(dinp + n * H, inp + n * H, dout + n * H, H);
+  for (int64_t n = 0; n < N; ++n) simd::gelu_backward_row(dinp + n * H, inp + n * H, dout + n * H, H, accumulate);
 }
 
 // ---------------------------------------------------------------- LM head + cross-entropy
+// Per chunk of `rows` tokens (all phases split into fixed tasks, each phase ends with a barrier):
+//   1. per vocabulary block [v0, v0+nv): Lᵀ[v0:, :] = W[v0:] Xcᵀ, then per token the block max m_b and
+//      e = exp(Lᵀ - m_b) in place, s_b = sum_v e (fixed order); the raw target logits are recorded.
+//   2. per token: m = max_b m_b, s = sum_b s_b exp(m_b - m) (block order), loss = m + log s - logit[target];
+//      backward: factor_b = exp(m_b - m) dloss / s.
+//   3. per block: dLᵀ = e factor_b - dloss onehot; dW[v0:] += dLᵀ[v0:] Xc (the block is still in L2).
+//   4. per column group: dX[:, c0:] (+)= dL W[:, c0:] (reduction over V in order).
 template <class F>
 double lm_head_ce(F* dinp, F* dweight, double* losses, const F* inp, const F* weight, const int32_t* targets,
-                  int64_t N, int64_t C, int64_t V, F dloss, const LmHeadScratch<F>& s) {
+                  int64_t N, int64_t C, int64_t V, F dloss, const LmHeadScratch<F>& s, bool accumulate) {
   const bool backward = dinp != nullptr;
-  const auto wt = gemm::make_b(s.pack_t, StridedView<F>{weight, 1, C}, C, V);  // B(k = c, j = v) = W[v, c]
-  const auto wn = gemm::make_b(s.pack_n, StridedView<F>{weight, C, 1}, V, C);  // B(k = v, j = c) = W[v, c]
-  const int64_t nvb = ceil_div(V, kVocabBlock), ndx = ceil_div(C, kDxCols);
-  F* logits = s.logits;
+  const int64_t R = s.rows, vbs = s.vocab_block, nvb = (V + vbs - 1) / vbs, ndx = ceil_div(C, kDxCols);
+  const auto wa = gemm::make_a(s.pack_wa, StridedView<F>{weight, C, 1}, V, C);  // A(i = v, k = c) = W[v, c]
+  const auto wn = gemm::make_b(s.pack_wn, StridedView<F>{weight, C, 1}, V, C);  // B(k = v, j = c) = W[v, c]
+  F* lt = s.logits;                   // [V, R]
+  F* bmax = s.stats;                  // [nvb, R] block max, then the block's scale factor
+  F* bsum = s.stats + nvb * R;        // [nvb, R]
+  F* tlogit = s.stats + 2 * nvb * R;  // [R]
 #pragma omp parallel
   {
-    gemm::pack_operand(wt);
+    gemm::pack_operand(wa);
     if (backward) gemm::pack_operand(wn);
-    for (int64_t r0 = 0; r0 < N; r0 += s.rows) {  // every thread walks the same chunks
-      const int64_t nc = std::min(s.rows, N - r0);
+    for (int64_t r0 = 0; r0 < N; r0 += R) {  // every thread walks the same chunks
+      const int64_t nc = std::min(R, N - r0);
       const F* xc = inp + r0 * C;
+      const int32_t* tg = targets + r0;
+      const auto xt = gemm::make_b(s.pack_xt, StridedView<F>{xc, 1, C}, C, nc);  // B(k = c, j = n) = X[n, c]
       const auto xb = gemm::make_b(s.pack_x, StridedView<F>{xc, C, 1}, nc, C);   // B(k = n, j = c) = X[n, c]
-      const auto xa = gemm::make_a(s.pack_xa, StridedView<F>{xc, C, 1}, nc, C);  // A(i = n, k = c) = X[n, c]
-      const auto dla = gemm::make_a(s.pack_dl, StridedView<F>{logits, V, 1}, nc, V);
-      gemm::pack_operand(xa);
+      gemm::pack_operand(xt);
       if (backward) gemm::pack_operand(xb);
-      // logits[:, v0:v0+nv] = Xc W[v0:v0+nv]ᵀ
 #pragma omp for schedule(dynamic, 1)
       for (int64_t vb = 0; vb < nvb; ++vb) {
-        const int64_t v0 = vb * kVocabBlock, nv = std::min(kVocabBlock, V - v0);
-        gemm::gemm_ab(nc, nv, C, xa, 0, wt, 0, v0, logits + v0, V, false);
+        const int64_t v0 = vb * vbs, nv = std::min(vbs, V - v0);
+        F* blk = lt + v0 * R;
+        gemm::gemm_ab(nv, nc, C, wa, v0, xt, 0, 0, blk, R, false);
+        for (int64_t t = 0; t < nc; ++t)
+          if (tg[t] >= v0 && tg[t] < v0 + nv) tlogit[t] = blk[(tg[t] - v0) * R + t];
+        F* m = bmax + vb * R;
+        F* sum = bsum + vb * R;
+        for (int64_t t = 0; t < nc; ++t) {
+          m[t] = -std::numeric_limits<F>::infinity();
+          sum[t] = 0;
+        }
+        for (int64_t v = 0; v < nv; ++v) {
+          const F* row = blk + v * R;
+          for (int64_t t = 0; t < nc; ++t) m[t] = row[t] > m[t] ? row[t] : m[t];
+        }
+        for (int64_t v = 0; v < nv; ++v) {
+          F* row = blk + v * R;
+          for (int64_t t = 0; t < nc; ++t) row[t] -= m[t];
+          simd::vexp(row, row, nc);
+          for (int64_t t = 0; t < nc; ++t) sum[t] += row[t];
+        }
       }
-      // per row: loss = logsumexp - logit[target]; dlogits = (softmax - onehot) * dloss, in place
-#pragma omp for schedule(dynamic, 4)
+#pragma omp for schedule(static)
       for (int64_t t = 0; t < nc; ++t) {
-        F* row = logits + t * V;
-        const int32_t tgt = targets[r0 + t];
-        const F m = simd::vmax(row, V);
-        const F lt = row[tgt];
-        const F sum = simd::exp_shift_sum(row, V, m);
-        losses[r0 + t] = std::log(static_cast<double>(sum)) + static_cast<double>(m) - static_cast<double>(lt);
-        if (backward) {
-          const F inv = dloss / sum;
-          for (int64_t v = 0; v < V; ++v) row[v] *= inv;
-          row[tgt] -= dloss;
-        }
+        F m = -std::numeric_limits<F>::infinity();
+        for (int64_t vb = 0; vb < nvb; ++vb) m = bmax[vb * R + t] > m ? bmax[vb * R + t] : m;
+        F z = 0;
+        for (int64_t vb = 0; vb < nvb; ++vb) z += bsum[vb * R + t] * simd::exp_s(static_cast<F>(bmax[vb * R + t] - m));
+        losses[r0 + t] = std::log(static_cast<double>(z)) + static_cast<double>(m) - static_cast<double>(tlogit[t]);
+        if (backward)
+          for (int64_t vb = 0; vb < nvb; ++vb)
+            bmax[vb * R + t] = simd::exp_s(static_cast<F>(bmax[vb * R + t] - m)) * dloss / z;
       }
-      if (backward) {
-        gemm::pack_operand(dla);  // dlogits as A, transposed once and shared by the dX tasks
+      if (!backward) continue;
 #pragma omp for schedule(dynamic, 1)
-        for (int64_t task = 0; task < ndx + nvb; ++task) {
-          if (task < ndx) {  // dX[:, c0:c0+ncol] += dlogits W[:, c0:c0+ncol]   (reduction over V in order)
-            const int64_t c0 = task * kDxCols, ncol = std::min(kDxCols, C - c0);
-            gemm::gemm_ab(nc, ncol, V, dla, 0, wn, 0, c0, dinp + r0 * C + c0, C, true);
-          } else {  // dW[v0:v0+nv] += dlogits[:, v0:v0+nv]ᵀ Xc   (chunks added in order)
-            const int64_t v0 = (task - ndx) * kVocabBlock, nv = std::min(kVocabBlock, V - v0);
-            gemm::gemm_b(nv, C, nc, StridedView<F>{logits + v0, 1, V}, xb, 0, 0, dweight + v0 * C, C, true);
-          }
+      for (int64_t vb = 0; vb < nvb; ++vb) {
+        const int64_t v0 = vb * vbs, nv = std::min(vbs, V - v0);
+        F* blk = lt + v0 * R;
+        const F* f = bmax + vb * R;
+        for (int64_t v = 0; v < nv; ++v) {
+          F* row = blk + v * R;
+          for (int64_t t = 0; t < nc; ++t) row[t] *= f[t];
         }
+        for (int64_t t = 0; t < nc; ++t)
+          if (tg[t] >= v0 && tg[t] < v0 + nv) blk[(tg[t] - v0) * R + t] -= dloss;
+        // dW[v0 : v0+nv] += dLᵀ[v0 : v0+nv] Xc   (chunks added in order)
+        gemm::gemm_b(nv, C, nc, StridedView<F>{blk, R, 1}, xb, 0, 0, dweight + v0 * C, C, true);
+      }
+#pragma omp for schedule(dynamic, 1)
+      for (int64_t task = 0; task < ndx; ++task) {  // dX[:, c0:c0+ncol] (+)= dL W[:, c0:c0+ncol]
+        const int64_t c0 = task * kDxCols, ncol = std::min(kDxCols, C - c0);
+        gemm::gemm_b(nc, ncol, V, StridedView<F>{lt, 1, R}, wn, 0, c0, dinp + r0 * C + c0, C, accumulate);
       }
     }
   }
@@ -417,17 +454,17 @@ double lm_head_ce(F* dinp, F* dweight, double* losses, const F* inp, const F* we
   template void rmsnorm_forward<F>(F*, F*, const F*, const F*, int64_t, int64_t, F);                             \
   template void rmsnorm_backward<F>(F*, F*, F*, const F*, const F*, const F*, const F*, int64_t, int64_t);       \
   template void linear_forward<F>(F*, const F*, const F*, const F*, int64_t, int64_t, int64_t, F*);              \
-  template void linear_backward<F>(F*, F*, const F*, const F*, const F*, int64_t, int64_t, int64_t, F*, F*);     \
+  template void linear_backward<F>(F*, F*, const F*, const F*, const F*, int64_t, int64_t, int64_t, F*, F*, bool); \
   template void rope_tables<F>(F*, F*, int64_t, int64_t, double);                                                \
   template void rope_forward<F>(F*, const F*, const F*, int64_t, int64_t, int64_t, int64_t);                     \
   template void rope_backward<F>(F*, const F*, const F*, int64_t, int64_t, int64_t, int64_t);                    \
   template void attention_forward<F>(F*, F*, const F*, int64_t, int64_t, int64_t, int64_t);                      \
   template void attention_backward<F>(F*, const F*, const F*, const F*, const F*, int64_t, int64_t, int64_t,     \
-                                      int64_t);                                                                  \
+                                      int64_t, bool);                                                            \
   template void gelu_forward<F>(F*, const F*, int64_t, int64_t);                                                 \
-  template void gelu_backward<F>(F*, const F*, const F*, int64_t, int64_t);                                      \
+  template void gelu_backward<F>(F*, const F*, const F*, int64_t, int64_t, bool);                                \
   template double lm_head_ce<F>(F*, F*, double*, const F*, const F*, const int32_t*, int64_t, int64_t, int64_t, \
-                                F, const LmHeadScratch<F>&);
+                                F, const LmHeadScratch<F>&, bool);
 
 PG_LAYERS_INSTANTIATE(float)
 PG_LAYERS_INSTANTIATE(double)

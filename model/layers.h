@@ -4,6 +4,8 @@
 // Conventions: N = B*T tokens (row-major [N, ...] activations), C model width, OC output width,
 // H MLP hidden width, V vocabulary, NH heads, HD = C/NH head width. Linear weights are [out, in], y = x Wᵀ.
 // Backward functions ADD into every gradient they produce (dinp and dweight alike); callers zero them.
+// Where an activation gradient has a single producer, `accumulate = false` makes that producer overwrite dinp
+// instead (saves zeroing a buffer every step); parameter gradients are always added to.
 //
 // Determinism: every parallel loop runs fixed tasks (token blocks, weight-row blocks, (batch, head) pairs,
 // vocabulary blocks) whose boundaries never depend on the thread count, each computed by single-threaded
@@ -19,22 +21,27 @@ namespace pg::layers {
 inline constexpr int64_t kGemmRows = 112;    // tokens (or weight rows) per GEMM task: 8 micro-panels of 14
 inline constexpr int64_t kNormRows = 64;     // tokens per RMSNorm weight-gradient partial sum
 inline constexpr int64_t kQueryBlock = 64;   // attention queries per block
-inline constexpr int64_t kVocabBlock = 1024; // LM-head vocabulary rows per task
 inline constexpr int64_t kDxCols = 128;      // LM-head dX columns per task
 
-// Scratch of the fused LM head + cross-entropy. Packed operands are used by float only (null for double).
+// Scratch of the fused LM head + cross-entropy. Logits are kept vocabulary-major, logitsᵀ [V, rows], so the
+// softmax over the vocabulary runs per vocabulary block (vectorized across tokens) right after that block's
+// GEMM. Packed operands are used by float only (null for double).
 template <class F>
 struct LmHeadScratch {
-  F* pack_t = nullptr;  // W as B = Wᵀ (K = C, N = V), gemm::packed_b_floats(C, V)
-  F* pack_n = nullptr;  // W as B = W  (K = V, N = C), gemm::packed_b_floats(V, C)
-  F* pack_x = nullptr;  // one token chunk of X as B (K = rows, N = C), gemm::packed_b_floats(rows, C)
-  F* pack_xa = nullptr; // the same chunk as A (M = rows, K = C), gemm::packed_a_floats(rows, C)
-  F* pack_dl = nullptr; // one chunk of dlogits as A (M = rows, K = V), gemm::packed_a_floats(rows, V)
-  F* logits = nullptr;  // [rows, V] one token chunk of logits / dlogits
-  int64_t rows = 0;     // tokens per chunk
+  F* pack_wa = nullptr;  // W as A (M = V, K = C): gemm::packed_a_floats(V, C)
+  F* pack_wn = nullptr;  // W as B (K = V, N = C): gemm::packed_b_floats(V, C)
+  F* pack_xt = nullptr;  // one chunk of Xᵀ as B (K = C, N = rows): gemm::packed_b_floats(C, rows)
+  F* pack_x = nullptr;   // the chunk of X as B (K = rows, N = C): gemm::packed_b_floats(rows, C)
+  F* logits = nullptr;   // [V, rows] logitsᵀ, then dlogitsᵀ, of one chunk
+  F* stats = nullptr;    // [2 * ceil(V / vocab_block) + 1, rows] per-block max / sum, target logits
+  int64_t rows = 0;         // tokens per chunk (lm_head_rows)
+  int64_t vocab_block = 0;  // vocabulary rows per task, a multiple of 14 (lm_head_vocab_block)
 };
-// Tokens per LM-head chunk for vocabulary V: keeps the [rows, V] logits chunk near 64 MiB (a multiple of 14).
+// Tokens per LM-head chunk for vocabulary V: keeps the [V, rows] logits chunk near 64 MiB (multiple of 32).
 int64_t lm_head_rows(int64_t V);
+// Vocabulary rows per LM-head task for a chunk of `rows` tokens (a multiple of 14; block ~1 MiB).
+int64_t lm_head_vocab_block(int64_t rows);
+
 
 // ---- token embedding ----
 // out [N, C] = wte[tokens[n]]; tokens [N] already validated; wte [V, C].
@@ -60,11 +67,11 @@ void rmsnorm_backward(F* dinp, F* dweight, F* partials, const F* dout, const F* 
 template <class F>
 void linear_forward(F* out, const F* inp, const F* weight, const F* residual, int64_t N, int64_t C, int64_t OC,
                     F* pack_w);
-// dinp [N, C] += dout W, dweight [OC, C] += doutᵀ inp; dout [N, OC], inp [N, C], weight [OC, C];
-// pack_w >= packed_b_floats(OC, C), pack_x >= packed_b_floats(N, C) (float only).
+// dinp [N, C] += dout W (= if !accumulate), dweight [OC, C] += doutᵀ inp; dout [N, OC], inp [N, C],
+// weight [OC, C]; pack_w >= packed_b_floats(OC, C), pack_x >= packed_b_floats(N, C) (float only).
 template <class F>
 void linear_backward(F* dinp, F* dweight, const F* dout, const F* inp, const F* weight, int64_t N, int64_t C,
-                     int64_t OC, F* pack_w, F* pack_x);
+                     int64_t OC, F* pack_w, F* pack_x, bool accumulate = true);
 
 // ---- RoPE, rotate-half pairing (i, i + HD/2), angle t * base^(-2i/HD) ----
 // cos, sin [T, HD/2] (computed in double).
@@ -82,26 +89,27 @@ void rope_backward(F* dqkv, const F* cos, const F* sin, int64_t B, int64_t T, in
 // qkv [B*T, 3C] (q, k already rotated).
 template <class F>
 void attention_forward(F* out, F* lse, const F* qkv, int64_t B, int64_t T, int64_t C, int64_t NH);
-// dqkv [B*T, 3C] +=; dout [B*T, C]; qkv, out, lse as saved by the forward. Probabilities are recomputed.
+// dqkv [B*T, 3C] += (= if !accumulate); dout [B*T, C]; qkv, out, lse as saved by the forward.
+// Probabilities are recomputed from lse.
 template <class F>
 void attention_backward(F* dqkv, const F* dout, const F* qkv, const F* out, const F* lse, int64_t B, int64_t T,
-                        int64_t C, int64_t NH);
+                        int64_t C, int64_t NH, bool accumulate = true);
 
 // ---- GELU, exact erf form ----
 // out [N, H] = gelu(inp [N, H]).
 template <class F>
 void gelu_forward(F* out, const F* inp, int64_t N, int64_t H);
-// dinp [N, H] += dout * gelu'(inp).
+// dinp [N, H] += dout * gelu'(inp)   (= if !accumulate).
 template <class F>
-void gelu_backward(F* dinp, const F* inp, const F* dout, int64_t N, int64_t H);
+void gelu_backward(F* dinp, const F* inp, const F* dout, int64_t N, int64_t H, bool accumulate = true);
 
 // ---- LM head fused with softmax cross-entropy, in token chunks (never the whole [N, V] logits) ----
 // losses [N] = -log softmax(inp Wᵀ)[target]; returns their mean. With dinp != null also
-// dinp [N, C] += dL/dinp and dweight [V, C] += dL/dW for L = dloss * sum(losses) (dloss = scale / N).
-// inp [N, C], weight [V, C], targets [N] (validated).
+// dinp [N, C] += dL/dinp (= if !accumulate) and dweight [V, C] += dL/dW for L = dloss * sum(losses)
+// (dloss = scale / N). inp [N, C], weight [V, C], targets [N] (validated).
 template <class F>
 double lm_head_ce(F* dinp, F* dweight, double* losses, const F* inp, const F* weight, const int32_t* targets,
-                  int64_t N, int64_t C, int64_t V, F dloss, const LmHeadScratch<F>& s);
+                  int64_t N, int64_t C, int64_t V, F dloss, const LmHeadScratch<F>& s, bool accumulate = true);
 
 // ---- helpers ----
 // p[0:n] = 0 in parallel (fixed blocks).

@@ -171,9 +171,9 @@ inline void gelu_forward_row(T* out, const T* x, int64_t n) {
     out[i] = T(0.5) * x[i] * (T(1) + erf_s(static_cast<T>(x[i] * T(0.70710678118654752440))));
 }
 
-// dinp += dout * gelu'(x), gelu'(x) = 0.5 (1 + erf(x / sqrt 2)) + x exp(-x^2 / 2) / sqrt(2 pi).
+// dinp (+)= dout * gelu'(x), gelu'(x) = 0.5 (1 + erf(x / sqrt 2)) + x exp(-x^2 / 2) / sqrt(2 pi).
 template <class T>
-inline void gelu_backward_row(T* dinp, const T* x, const T* dout, int64_t n) {
+inline void gelu_backward_row(T* dinp, const T* x, const T* dout, int64_t n, bool accumulate = true) {
 #if PG_SIMD_AVX512
   if constexpr (std::is_same_v<T, float>) {
     const __m512 half = _mm512_set1_ps(0.5f), one = _mm512_set1_ps(1.0f), rs2 = _mm512_set1_ps(0.70710678118654752f);
@@ -184,7 +184,8 @@ inline void gelu_backward_row(T* dinp, const T* x, const T* dout, int64_t n) {
       const __m512 cdf = _mm512_mul_ps(half, _mm512_add_ps(one, erf16(_mm512_mul_ps(v, rs2))));
       const __m512 pdf = _mm512_mul_ps(c, exp16(_mm512_mul_ps(mhalf, _mm512_mul_ps(v, v))));
       const __m512 g = _mm512_fmadd_ps(v, pdf, cdf);
-      const __m512 d = _mm512_fmadd_ps(g, _mm512_maskz_loadu_ps(m, dout + i), _mm512_maskz_loadu_ps(m, dinp + i));
+      const __m512 prev = accumulate ? _mm512_maskz_loadu_ps(m, dinp + i) : _mm512_setzero_ps();
+      const __m512 d = _mm512_fmadd_ps(g, _mm512_maskz_loadu_ps(m, dout + i), prev);
       _mm512_mask_storeu_ps(dinp + i, m, d);
     }
     return;
@@ -194,7 +195,7 @@ inline void gelu_backward_row(T* dinp, const T* x, const T* dout, int64_t n) {
     const T v = x[i];
     const T cdf = T(0.5) * (T(1) + erf_s(static_cast<T>(v * T(0.70710678118654752440))));
     const T pdf = T(0.39894228040143267794) * exp_s(static_cast<T>(T(-0.5) * v * v));
-    dinp[i] += (cdf + v * pdf) * dout[i];
+    dinp[i] = (accumulate ? dinp[i] : T(0)) + (cdf + v * pdf) * dout[i];
   }
 }
 

@@ -127,18 +127,20 @@ TransformerT<F>::TransformerT(const ModelConfig& cfg, int64_t micro_batch) : cfg
   take(a.rope_sin, T * (HD / 2));
   a.lm.rows = std::min(layers::lm_head_rows(V), N);
   take(a.lm.logits, a.lm.rows * V);
+  a.lm.vocab_block = layers::lm_head_vocab_block(a.lm.rows);
+  take(a.lm.stats, (2 * ((V + a.lm.vocab_block - 1) / a.lm.vocab_block) + 1) * a.lm.rows);
   if constexpr (std::is_same_v<F, float>) {  // packed GEMM operands (the double path uses plain views)
+    using gemm::packed_a_floats;
     using gemm::packed_b_floats;
     int64_t pw = 0;
     for (auto [K, Nn] : std::initializer_list<std::pair<int64_t, int64_t>>{{C, 3 * C}, {C, C}, {C, H}, {H, C}, {3 * C, C}})
       pw = std::max(pw, packed_b_floats(K, Nn));
     take(a.pack_w, pw);
     take(a.pack_x, std::max(packed_b_floats(N, C), packed_b_floats(N, H)));
-    take(a.lm.pack_t, packed_b_floats(C, V));
-    take(a.lm.pack_n, packed_b_floats(V, C));
+    take(a.lm.pack_wa, packed_a_floats(V, C));
+    take(a.lm.pack_wn, packed_b_floats(V, C));
+    take(a.lm.pack_xt, packed_b_floats(C, a.lm.rows));
     take(a.lm.pack_x, packed_b_floats(a.lm.rows, C));
-    take(a.lm.pack_xa, gemm::packed_a_floats(a.lm.rows, C));
-    take(a.lm.pack_dl, gemm::packed_a_floats(a.lm.rows, V));
   }
   size_t total = 0;
   for (auto& [p, n] : req) total += (n + 15) / 16 * 16;  // every view 64-byte aligned
@@ -273,34 +275,28 @@ double TransformerT<F>::run(const int32_t* windows, int64_t B, float loss_scale,
   }
   rmsnorm_forward(a.lnf, a.rstdf, a.resid[L], P("final_norm"), N, C, eps);
   const F dloss = static_cast<F>(static_cast<double>(loss_scale) / static_cast<double>(N));
-  if (backward) parallel_zero(a.dln, N * C);
   const double loss = lm_head_ce(backward ? a.dln : static_cast<F*>(nullptr), G("lm_head"), token_losses_.data(),
-                                 a.lnf, P("lm_head"), a.targets.data(), N, C, V, dloss, a.lm);
+                                 a.lnf, P("lm_head"), a.targets.data(), N, C, V, dloss, a.lm, /*accumulate=*/false);
   last_n_ = N;
   if (!backward) return loss;
 
-  // ---- backward (dres: gradient w.r.t. the residual stream, carried down through the blocks)
+  // ---- backward (dres: gradient w.r.t. the residual stream, carried down through the blocks). Activation
+  // gradients with a single producer are overwritten (accumulate = false) rather than zeroed and added to.
   parallel_zero(a.dres, N * C);
   rmsnorm_backward(a.dres, G("final_norm"), a.norm_partials, a.dln, a.resid[L], P("final_norm"), a.rstdf, N, C);
   for (int64_t l = L - 1; l >= 0; --l) {
     const std::string p = "blocks." + std::to_string(l) + ".";
     // MLP: resid[l+1] = resid_mid + W_proj gelu(W_fc ln2(resid_mid))
-    parallel_zero(a.dgelu, N * H);
-    linear_backward(a.dgelu, G(p + "w_proj"), a.dres, a.gelu[l], P(p + "w_proj"), N, H, C, a.pack_w, a.pack_x);
-    parallel_zero(a.dfc, N * H);
-    gelu_backward(a.dfc, a.fc[l], a.dgelu, N, H);
-    parallel_zero(a.dln, N * C);
-    linear_backward(a.dln, G(p + "w_fc"), a.dfc, a.ln2[l], P(p + "w_fc"), N, C, H, a.pack_w, a.pack_x);
+    linear_backward(a.dgelu, G(p + "w_proj"), a.dres, a.gelu[l], P(p + "w_proj"), N, H, C, a.pack_w, a.pack_x, false);
+    gelu_backward(a.dfc, a.fc[l], a.dgelu, N, H, false);
+    linear_backward(a.dln, G(p + "w_fc"), a.dfc, a.ln2[l], P(p + "w_fc"), N, C, H, a.pack_w, a.pack_x, false);
     rmsnorm_backward(a.dres, G(p + "mlp_norm"), a.norm_partials, a.dln, a.resid_mid[l], P(p + "mlp_norm"),
                      a.rstd2[l], N, C);
     // attention: resid_mid = resid[l] + W_o attn(rope(W_qkv ln1(resid[l])))
-    parallel_zero(a.datt, N * C);
-    linear_backward(a.datt, G(p + "w_o"), a.dres, a.att[l], P(p + "w_o"), N, C, C, a.pack_w, a.pack_x);
-    parallel_zero(a.dqkv, N * 3 * C);
-    attention_backward(a.dqkv, a.datt, a.qkv[l], a.att[l], a.lse[l], B, T, C, NH);
+    linear_backward(a.datt, G(p + "w_o"), a.dres, a.att[l], P(p + "w_o"), N, C, C, a.pack_w, a.pack_x, false);
+    attention_backward(a.dqkv, a.datt, a.qkv[l], a.att[l], a.lse[l], B, T, C, NH, false);
     rope_backward(a.dqkv, a.rope_cos, a.rope_sin, B, T, C, NH);
-    parallel_zero(a.dln, N * C);
-    linear_backward(a.dln, G(p + "w_qkv"), a.dqkv, a.ln1[l], P(p + "w_qkv"), N, C, 3 * C, a.pack_w, a.pack_x);
+    linear_backward(a.dln, G(p + "w_qkv"), a.dqkv, a.ln1[l], P(p + "w_qkv"), N, C, 3 * C, a.pack_w, a.pack_x, false);
     rmsnorm_backward(a.dres, G(p + "attn_norm"), a.norm_partials, a.dln, a.resid[l], P(p + "attn_norm"), a.rstd1[l],
                      N, C);
     inject_bwd(l, a.dres);

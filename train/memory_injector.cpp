@@ -162,8 +162,8 @@ void MemoryInjector::step_table(int64_t t) { table_->apply_update(t); }
 
 MemoryInjectorStats MemoryInjector::stats() const {
   MemoryInjectorStats s;
-  s.table = table_->stats();
   s.touched_rows = table_->pending().touched();
+  s.completed_step = table_->completed_step();
   for (size_t i = 0; i < gates_.n; ++i) s.gates.push_back(params_[gates_.off + i]);
   for (const auto& a : alpha_) {
     double m = 0;

@@ -38,11 +38,12 @@ struct ResidualInjector {
 
 namespace pg {
 
+// Cheap per-step statistics (no pass over the table; table().stats() scans the whole table).
 struct MemoryInjectorStats {
-  TableStats table;
   std::vector<double> gates;       // scalar gates g_j (scalar mode)
   std::vector<double> mean_alpha;  // mean α_t per injected layer over the last forward (context modes)
   int64_t touched_rows = 0;        // distinct rows with a pending gradient (before step_table)
+  int64_t completed_step = 0;      // last table update
 };
 
 class MemoryInjector : public ResidualInjector {

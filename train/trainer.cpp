@@ -13,6 +13,7 @@
 #include "core/timer.h"
 #include "train/adamw.h"
 #include "train/checkpoint.h"
+#include "train/memory_injector.h"
 #include "train/run_log.h"
 
 namespace pg {
@@ -25,14 +26,51 @@ int64_t peak_rss_kb() {
   return 0;
 }
 
-double evaluate(Transformer& model, const data::ValidationWindows& val, int64_t n) {
+namespace {
+// Computes the memory's addresses and e_t for windows starting at `starts` in `store` (SPEC §3: n-grams are a
+// function of the store position, never of the window start).
+void prepare_memory(MemoryInjector& mem, const data::TokenStore& store, const std::vector<int64_t>& starts,
+                    int64_t T) {
+  store.with_ids([&](auto ids) { mem.prepare(ids, store.doc_offsets(), starts, T); });
+}
+}  // namespace
+
+std::unique_ptr<MemoryInjector> attach_memory(const ExperimentConfig& cfg, Transformer& model,
+                                              const data::Tokenizer* tokenizer) {
+  if (cfg.memory.layout == "none") {
+    model.set_injector(nullptr);
+    return nullptr;
+  }
+  CompressedVocab vocab;
+  if (cfg.memory.hash.engram_faithful) {
+    if (!tokenizer)
+      throw ConfigError("memory.hash.engram_faithful needs the tokenizer's pieces (hint: build the data first)");
+    std::vector<std::string> pieces;
+    for (int64_t i = 0; i < tokenizer->vocab_size(); ++i) pieces.push_back(tokenizer->piece(static_cast<uint32_t>(i)));
+    vocab = compress_vocabulary(sentencepiece_piece_texts(pieces), pieces);
+  }
+  auto mem = std::make_unique<MemoryInjector>(cfg.memory, cfg.model.d_model, cfg.model.layers,
+                                              static_cast<uint64_t>(cfg.train.seed),
+                                              cfg.memory.hash.engram_faithful ? &vocab : nullptr, cfg.model.norm_eps);
+  model.set_injector(mem.get());
+  return mem;
+}
+
+double evaluate(Transformer& model, const data::ValidationWindows& val, int64_t n, const data::TokenStore& heldout,
+                MemoryInjector* mem) {
   const int64_t total = (n <= 0 || n > val.count()) ? val.count() : n;
-  const int64_t B = model.micro_batch(), W = model.config().context + 1;
+  const int64_t B = model.micro_batch(), T = model.config().context, W = T + 1;
   std::vector<int32_t> buf(static_cast<size_t>(B * W));
+  std::vector<int64_t> starts;
   double sum = 0.0;
   for (int64_t k = 0; k < total; k += B) {
     const int64_t b = std::min(B, total - k);
     val.windows(k, b, buf.data());
+    if (mem) {
+      starts.clear();
+      for (int64_t i = 0; i < b; ++i) starts.push_back(static_cast<int64_t>(val.start(k + i)));
+      prepare_memory(*mem, heldout, starts, T);
+    }
     sum += model.forward_loss(buf.data(), b) * static_cast<double>(b);
   }
   return sum / static_cast<double>(total);
@@ -93,7 +131,19 @@ TrainSummary train(const ExperimentConfig& cfg, const data::DataSet& ds, const T
 
   Transformer model(cfg.model, B);
   model.init(static_cast<uint64_t>(tc.seed));
-  AdamW adamw(backbone_views(model), AdamWSettings{tc.beta1, tc.beta2, tc.eps, tc.weight_decay});
+  std::unique_ptr<MemoryInjector> mem = attach_memory(cfg, model, ds.tokenizer.get());
+  std::vector<ParamView> views = backbone_views(model);
+  if (mem) {
+    for (const ParamView& v : mem->dense_params()) views.push_back(v);
+    mem->set_lr_schedule([&](int64_t t) { return wsd_lr(t - 1, total_steps, tc.lr, tc.warmup_frac, tc.decay_frac); });
+  }
+  AdamW adamw(views, AdamWSettings{tc.beta1, tc.beta2, tc.eps, tc.weight_decay});
+  SectionWriter save_mem;
+  SectionReader load_mem;
+  if (mem) {
+    save_mem = [&](const h5::Group& g) { mem->save(g); };
+    load_mem = [&](const h5::Group& g) { mem->load(g); };
+  }
   data::WindowSampler sampler = ds.sampler(T, static_cast<uint64_t>(tc.seed));
   data::ValidationWindows val = ds.validation(T);
   const int64_t eval_n = std::min<int64_t>(tc.eval_windows, val.count());
@@ -105,7 +155,7 @@ TrainSummary train(const ExperimentConfig& cfg, const data::DataSet& ds, const T
     if (!cfg::equal(saved, cfg))
       throw ConfigError(str(ckpt, ": the checkpoint was written with a different config (hint: resume with the ",
                             "same config, or use a new train.out_dir)"));
-    st = load_checkpoint(ckpt, model, &adamw);
+    st = load_checkpoint(ckpt, model, &adamw, load_mem);
     sampler.set_counter(st.sampler_counter);
   }
   RunMeta meta{cfg::dump(cfg), opt.command, threads.threads, threads.pinned, threads.cpus};
@@ -127,7 +177,7 @@ TrainSummary train(const ExperimentConfig& cfg, const data::DataSet& ds, const T
   Timer wall;
   auto run_eval = [&](int64_t step) {
     Timer t;
-    const double l = evaluate(model, val, eval_n);
+    const double l = evaluate(model, val, eval_n, *ds.heldout, mem.get());
     log.eval_row(step, st.tokens, l);
     progress.line(str("eval step ", step, ": held-out loss ", l, " over ", eval_n, " windows (", t.seconds(), " s)"));
     return l;
@@ -135,6 +185,7 @@ TrainSummary train(const ExperimentConfig& cfg, const data::DataSet& ds, const T
   if (st.step == 0) sum.first_eval = run_eval(0);
 
   std::vector<int32_t> windows(static_cast<size_t>(B * (T + 1)));
+  std::vector<int64_t> starts(static_cast<size_t>(B));
   double train_seconds = 0.0;
   int64_t steps_this_call = 0, timed_steps = 0;
   double last_loss = 0.0;
@@ -142,10 +193,14 @@ TrainSummary train(const ExperimentConfig& cfg, const data::DataSet& ds, const T
     Timer step_timer;
     const double lr = wsd_lr(st.step, total_steps, tc.lr, tc.warmup_frac, tc.decay_frac);
     model.zero_grads();
+    if (mem) mem->zero_dense_grads();
     double loss = 0.0;
     for (int64_t a = 0; a < accum; ++a) {
-      for (int64_t b = 0; b < B; ++b) ds.train->copy(sampler.next_start(), static_cast<uint64_t>(T + 1),
-                                                     windows.data() + b * (T + 1));
+      for (int64_t b = 0; b < B; ++b) {
+        starts[b] = static_cast<int64_t>(sampler.next_start());
+        ds.train->copy(static_cast<uint64_t>(starts[b]), static_cast<uint64_t>(T + 1), windows.data() + b * (T + 1));
+      }
+      if (mem) prepare_memory(*mem, *ds.train, starts, T);
       loss += model.forward_backward(windows.data(), B, 1.0f / static_cast<float>(accum));
     }
     loss /= static_cast<double>(accum);
@@ -159,6 +214,14 @@ TrainSummary train(const ExperimentConfig& cfg, const data::DataSet& ds, const T
     }
     if (tc.grad_clip > 0 && gnorm > tc.grad_clip) adamw.scale_grads(static_cast<float>(tc.grad_clip / gnorm));
     adamw.step(st.step + 1, lr);
+    if (mem) {
+      const MemoryInjectorStats ms = mem->stats();  // before the update: rows touched this step
+      mem->step_table(st.step + 1);
+      for (size_t j = 0; j < ms.gates.size(); ++j) log.scalar(str("memory/gate", j), st.step + 1, ms.gates[j]);
+      for (size_t j = 0; j < ms.mean_alpha.size(); ++j)
+        log.scalar(str("memory/mean_alpha", j), st.step + 1, ms.mean_alpha[j]);
+      log.scalar("memory/touched_rows", st.step + 1, static_cast<double>(ms.touched_rows));
+    }
     st.step += 1;
     st.tokens += tc.tokens_per_step;
     st.sampler_counter = sampler.counter();
@@ -176,7 +239,7 @@ TrainSummary train(const ExperimentConfig& cfg, const data::DataSet& ds, const T
     if (last || (tc.eval_interval > 0 && st.step % tc.eval_interval == 0)) sum.final_eval = run_eval(st.step);
     const bool stop = last || (opt.stop_after >= 0 && steps_this_call == opt.stop_after);
     if (opt.write_files && (stop || (tc.checkpoint_interval > 0 && st.step % tc.checkpoint_interval == 0)))
-      save_checkpoint(ckpt, cfg, model, &adamw, st);
+      save_checkpoint(ckpt, cfg, model, &adamw, st, save_mem);
     if (opt.write_files && (stop || st.step % tc.log_interval == 0)) {
       if (last) log.set_status("finished");
       log.flush();

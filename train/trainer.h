@@ -2,6 +2,7 @@
 // accumulation, clip, AdamW + WSD, table update, log, evaluate, checkpoint; plus held-out evaluation.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "data/pipeline.h"
@@ -31,8 +32,15 @@ struct TrainSummary {
 
 TrainSummary train(const ExperimentConfig& cfg, const data::DataSet& ds, const TrainOptions& opt);
 
-// Mean cross-entropy (nats) over the first n validation windows (all of them when n <= 0).
-double evaluate(Transformer& model, const data::ValidationWindows& val, int64_t n);
+class MemoryInjector;
+// Mean cross-entropy (nats) over the first n validation windows (all of them when n <= 0). With a memory
+// injector (already set on the model), each micro-batch's addresses come from the held-out store.
+double evaluate(Transformer& model, const data::ValidationWindows& val, int64_t n, const data::TokenStore& heldout,
+                MemoryInjector* mem = nullptr);
+// Builds the memory injector of cfg (nullptr for layout "none") and attaches it to the model. The tokenizer
+// is needed for Engram-faithful hashing (its compressed vocabulary) and may be null otherwise.
+std::unique_ptr<MemoryInjector> attach_memory(const ExperimentConfig& cfg, Transformer& model,
+                                              const data::Tokenizer* tokenizer = nullptr);
 
 // Peak resident set size of this process (kB), from /proc/self/status.
 int64_t peak_rss_kb();

@@ -207,7 +207,7 @@ TEST_P(LayoutConformance, SparseGradientEqualsDenseScatterAdd) {
   std::vector<float> dout(static_cast<size_t>(a.n * l->readout_width()));
   for (float& x : dout) x = static_cast<float>(r.normal());
   SparseGrad g;
-  std::vector<std::pair<int64_t, int64_t>> scratch;
+  SparseGradScratch scratch;
   sparse_grad(a, dout.data(), l->width(), l->sums_heads(), g, scratch);
   std::vector<float> dense(static_cast<size_t>(l->rows() * l->width()), 0.0f);
   dense_grad_reference(a, dout.data(), l->width(), l->sums_heads(), dense.data());

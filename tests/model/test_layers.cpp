@@ -149,6 +149,11 @@ TEST_F(LayersFd, Linear) {
   EXPECT_LT(rel_diff(of, out), kTolF);
   EXPECT_LT(rel_diff(dxf, dx), kTolF);
   EXPECT_LT(rel_diff(dWf, dW), kTolF);
+  // accumulate = false overwrites dinp (same bits as adding into zeros), dW is still added to
+  VecF dx2(N * C, 123.f), dW2 = dWf;
+  linear_backward(dx2.data(), dW2.data(), Rf.data(), xf.data(), Wf.data(), N, C, OC, pw.data(), px.data(), false);
+  EXPECT_EQ(dx2, dxf);
+  for (size_t i = 0; i < dW2.size(); ++i) EXPECT_NEAR(dW2[i], 2 * dWf[i], 1e-5 * (1 + std::abs(dWf[i])));
 }
 
 TEST_F(LayersFd, Rope) {
@@ -219,6 +224,9 @@ TEST_F(LayersFd, Attention) {
   loss();
   EXPECT_LT(rel_diff(of, out), kTolF);
   EXPECT_LT(rel_diff(dqf, dqkv), kTolF);
+  VecF dq2(qkv.size(), 7.f);
+  attention_backward(dq2.data(), Rf.data(), qf.data(), of.data(), lf.data(), B, T, C, NH, false);
+  EXPECT_EQ(dq2, dqf);
 }
 
 TEST_F(LayersFd, AttentionWideHeadsFloat) {  // the head widths of the real shapes (32, 64), float vs double
@@ -254,23 +262,42 @@ TEST_F(LayersFd, Gelu) {
   gelu_backward(dxf.data(), xf.data(), Rf.data(), N, H);
   EXPECT_LT(rel_diff(of, out), kTolF);
   EXPECT_LT(rel_diff(dxf, dx), kTolF);
+  VecF dx2(N * H, 5.f);
+  gelu_backward(dx2.data(), xf.data(), Rf.data(), N, H, false);
+  EXPECT_EQ(dx2, dxf);
 }
 
+// Scratch for the LM head with chunks of `rows` tokens (packed buffers only for float).
+template <class F>
+struct LmScratchOwner {
+  std::vector<F> wa, wn, xt, x, logits, stats;
+  LmHeadScratch<F> s;
+  LmScratchOwner(int64_t V, int64_t C, int64_t rows, int64_t vocab_block) {
+    if constexpr (std::is_same_v<F, float>) {
+      wa.resize(gemm::packed_a_floats(V, C));
+      wn.resize(gemm::packed_b_floats(V, C));
+      xt.resize(gemm::packed_b_floats(C, rows));
+      x.resize(gemm::packed_b_floats(rows, C));
+    }
+    logits.resize(V * rows);
+    stats.resize((2 * ((V + vocab_block - 1) / vocab_block) + 1) * rows);
+    s = LmHeadScratch<F>{wa.data(), wn.data(), xt.data(), x.data(), logits.data(), stats.data(), rows, vocab_block};
+  }
+};
+
 TEST_F(LayersFd, LmHeadCrossEntropy) {
-  const int64_t N = 40, C = 8, V = 1100;  // 3 token chunks of 14, 2 vocabulary blocks
+  const int64_t N = 80, C = 8, V = 1100, rows = 32, vb = 504;  // 3 token chunks (last partial), 3 vocab blocks
   VecD x = randn(N * C, 17), W = randn(V * C, 18, 0.5), losses(N), dx(N * C, 0.0), dW(V * C, 0.0);
   std::vector<int32_t> tgt(N);
   for (int64_t n = 0; n < N; ++n) tgt[n] = static_cast<int32_t>((n * 977) % V);
-  std::vector<double> logits(14 * V);
-  LmHeadScratch<double> s;
-  s.rows = 14;
-  s.logits = logits.data();
+  LmScratchOwner<double> sd(V, C, rows, vb);
   const double dloss = 0.7 / double(N);
   auto loss = [&] {
     return dloss * double(N) *
-           lm_head_ce<double>(nullptr, nullptr, losses.data(), x.data(), W.data(), tgt.data(), N, C, V, 0.0, s);
+           lm_head_ce<double>(nullptr, nullptr, losses.data(), x.data(), W.data(), tgt.data(), N, C, V, 0.0, sd.s);
   };
-  const double mean = lm_head_ce(dx.data(), dW.data(), losses.data(), x.data(), W.data(), tgt.data(), N, C, V, dloss, s);
+  const double mean =
+      lm_head_ce(dx.data(), dW.data(), losses.data(), x.data(), W.data(), tgt.data(), N, C, V, dloss, sd.s);
   // the loss itself against a direct computation
   double ref = 0;
   for (int64_t n = 0; n < N; ++n) {
@@ -292,17 +319,19 @@ TEST_F(LayersFd, LmHeadCrossEntropy) {
   EXPECT_LT(ex, kTolD);
   EXPECT_LT(ew, kTolD);
 
-  // float: packed operands
-  VecF xf = to_f(x), Wf = to_f(W), dxf(N * C, 0.f), dWf(V * C, 0.f), lf(14 * V);
-  VecF pt(gemm::packed_b_floats(C, V)), pn(gemm::packed_b_floats(V, C)), px(gemm::packed_b_floats(14, C));
-  VecF pxa(gemm::packed_a_floats(14, C)), pdl(gemm::packed_a_floats(14, V));
+  // float: packed operands; and overwrite mode
+  VecF xf = to_f(x), Wf = to_f(W), dxf(N * C, 0.f), dWf(V * C, 0.f);
   std::vector<double> lossf(N);
-  LmHeadScratch<float> sf{pt.data(), pn.data(), px.data(), pxa.data(), pdl.data(), lf.data(), 14};
+  LmScratchOwner<float> sf(V, C, rows, vb);
   const double meanf =
-      lm_head_ce(dxf.data(), dWf.data(), lossf.data(), xf.data(), Wf.data(), tgt.data(), N, C, V, float(dloss), sf);
+      lm_head_ce(dxf.data(), dWf.data(), lossf.data(), xf.data(), Wf.data(), tgt.data(), N, C, V, float(dloss), sf.s);
   EXPECT_NEAR(meanf, mean, 1e-5 * mean);
   EXPECT_LT(rel_diff(dxf, dx), kTolF);
   EXPECT_LT(rel_diff(dWf, dW), kTolF);
+  VecF dx2(N * C, 3.f), dW2(V * C, 0.f);
+  lm_head_ce(dx2.data(), dW2.data(), lossf.data(), xf.data(), Wf.data(), tgt.data(), N, C, V, float(dloss), sf.s, false);
+  EXPECT_EQ(dx2, dxf);
+  EXPECT_EQ(dW2, dWf);
 }
 
 }  // namespace

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Training throughput: ours (`pagegram bench train --synthetic`) vs the PyTorch reference model
+# (../shared/bench/torch_reference_bench.py, "best tuning" of PERFORMANCE.md: OpenBLAS AVX-512 kernels,
+# pinned threads, jemalloc) on shapes A and B, in one run, 2 threads each, one after the other.
+# Usage: scripts/bench_vs_torch.sh [--steps N] [--shapes A,B] [--memory none,flat,engram,pagegram]
+# Prints a Markdown table: tok/s, GFLOP/s, peak RSS and the ratio ours / PyTorch.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+steps=4
+shapes=A,B
+memories=none
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --steps) steps="$2"; shift 2 ;;
+    --shapes) shapes="$2"; shift 2 ;;
+    --memory) memories="$2"; shift 2 ;;
+    *) echo "bench_vs_torch: unknown option $1" >&2; exit 2 ;;
+  esac
+done
+shared="${PAGEGRAM_SHARED:-$(pwd)/../shared}"
+torch_bench="$shared/bench/torch_reference_bench.py"
+[ -f "$torch_bench" ] || { echo "bench_vs_torch: $torch_bench not found (hint: set PAGEGRAM_SHARED)" >&2; exit 2; }
+need=()
+for p in python3-torch libjemalloc2 time; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need+=("$p")
+done
+if [ ${#need[@]} -gt 0 ]; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+bash scripts/setup.sh >/dev/null
+P=build/pagegram
+jemalloc=$(ls /usr/lib/x86_64-linux-gnu/libjemalloc.so.2 2>/dev/null || true)
+
+rss_of() { awk '/Maximum resident set size/ {printf "%.0f", $6/1024}' "$1"; }
+
+echo "| shape | memory | ours tok/s | ours GFLOP/s | ours peak RSS MiB | PyTorch tok/s | PyTorch GFLOP/s | PyTorch peak RSS MiB | ratio |"
+echo "|---|---|---:|---:|---:|---:|---:|---:|---:|"
+IFS=, read -ra shape_list <<< "$shapes"
+IFS=, read -ra mem_list <<< "$memories"
+for shape in "${shape_list[@]}"; do
+  case "$shape" in
+    A) cfg=configs/shape_a.yaml; targs=(--layers 6 --d 384 --heads 6 --vocab 65536 --seq 1024 --batch 4)
+       sets=(--set train.tokens_per_step=4096 --set train.micro_batch=4) ;;
+    B) cfg=configs/shape_b.yaml; targs=(--layers 6 --d 192 --heads 6 --vocab 8192 --seq 256 --batch 32)
+       sets=(--set train.tokens_per_step=8192 --set train.micro_batch=32) ;;
+    *) echo "bench_vs_torch: unknown shape $shape (A or B)" >&2; exit 2 ;;
+  esac
+  tlog=$(mktemp); ttime=$(mktemp)
+  env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OMP_PROC_BIND=true OMP_PLACES=cores ${jemalloc:+LD_PRELOAD=$jemalloc} \
+    /usr/bin/time -v -o "$ttime" /usr/bin/python3 "$torch_bench" "${targs[@]}" --steps "$steps" --warmup 2 --threads 2 > "$tlog" 2>&1
+  t_toks=$(sed -n 's/.* \([0-9]*\) tok\/s, implied.*/\1/p' "$tlog")
+  t_gf=$(sed -n 's/.*implied \([0-9.]*\) GFLOP.*/\1/p' "$tlog")
+  t_rss=$(rss_of "$ttime")
+  for mem in "${mem_list[@]}"; do
+    olog=$(mktemp); otime=$(mktemp)
+    /usr/bin/time -v -o "$otime" $P bench train --config "$cfg" --synthetic --steps "$steps" --warmup 2 \
+      "${sets[@]}" --set memory.layout="$mem" > "$olog" 2>&1
+    o_toks=$(sed -n 's/^tok\/s \([0-9]*\) .*/\1/p' "$olog")
+    o_gf=$(sed -n 's/.*GFLOP\/s \([0-9.]*\) .*/\1/p' "$olog")
+    o_rss=$(rss_of "$otime")
+    ratio=$(awk -v a="$o_toks" -v b="$t_toks" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "?" }')
+    echo "| $shape | $mem | $o_toks | $o_gf | $o_rss | $t_toks | $t_gf | $t_rss | $ratio |"
+    rm -f "$olog" "$otime"
+  done
+  rm -f "$tlog" "$ttime"
+done
