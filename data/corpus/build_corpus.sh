@@ -184,11 +184,10 @@ if [ -f "$MARK/unpack.linux-source-6.1" ] && [ ! -f "$MARK/unpack.linux-tree" ];
   log "unpack: linux source subset from $(basename "$tarball")"
   rm -rf "$UNP/linux-tree" "$UNP/linux-tree.tmp"; mkdir -p "$UNP/linux-tree.tmp"
   top="$(basename "$tarball")"; top="${top%%.tar*}"
-  subset=(kernel mm fs/ext4 fs/btrfs fs/xfs fs/nfs fs/proc fs/fuse fs/*.c fs/*.h net/core net/ipv4 net/ipv6
-          net/sched net/netfilter lib block crypto ipc init security/selinux include/linux include/net
-          include/uapi drivers/net/ethernet/intel drivers/gpu/drm/i915 drivers/usb/core drivers/pci
-          drivers/base drivers/block drivers/char drivers/input drivers/tty arch/x86/kernel arch/x86/mm
-          tools/perf tools/lib Documentation)
+  # keep in step with LINUX_CODE_DIRS in extract.py
+  subset=(kernel mm fs/ext4 fs/nfs fs/proc fs/fuse 'fs/*.c' 'fs/*.h' net/core net/ipv4 lib block ipc init
+          include/linux arch/x86/kernel arch/x86/mm drivers/base drivers/usb/core security/selinux
+          Documentation)
   pats=(); for s in "${subset[@]}"; do pats+=("$top/$s"); done
   # a pattern missing from the archive only makes tar warn and exit 2; judge by the tree
   tar -xJf "$tarball" -C "$UNP/linux-tree.tmp" --wildcards --no-wildcards-match-slash "${pats[@]}" \

@@ -159,8 +159,8 @@ SOURCES = [
 QUICK_SOURCES = [
     dict(name="man-en", group="man", kind="man", lang="en", core=True,
          packages=["manpages"]),
-    dict(name="man-de", group="man", kind="man", lang="de", core=True,
-         packages=["manpages-de"]),
+    dict(name="man-ru", group="man", kind="man", lang="ru", core=True,
+         packages=["manpages-ru"]),
     dict(name="fortunes", group="quotes", kind="fortune", lang=None, core=True,
          packages=["fortunes-min"]),
 ]
