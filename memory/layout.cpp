@@ -55,14 +55,17 @@ std::string pct(double x) {
 
 std::string MemoryLayout::parity_report() const {
   std::string sz;
-  for (size_t i = 0; i < sizes_.size(); ++i) sz += (i ? "," : "") + group_digits(sizes_[i]);
+  for (size_t i = 0; i < sizes_.size(); ++i) sz += (i ? " " : "") + std::to_string(sizes_[i]);
   std::string s =
       str(name(), ": sizes [", sz, "] -> ", group_digits(rows_), " rows x ", width_, " = ", group_digits(params()),
           " params (target ", group_digits(target_), ", ", pct(parity_deviation()), ")");
   if (std::fabs(parity_deviation()) > 1e-3) {
     const int64_t unit = parity_unit();
-    s += str("; exceeds 0.1%: one ", name() == "pagegram" ? "page" : "row", " per sub-table (", group_digits(unit),
-             " params) is ", pct(static_cast<double>(unit) / static_cast<double>(target_)),
+    char unit_pct[32];
+    std::snprintf(unit_pct, sizeof unit_pct, "%.4f%%",
+                  100.0 * static_cast<double>(unit) / static_cast<double>(target_));
+    s += str("; exceeds 0.1%: one ", name() == "pagegram" ? "page per order" : "row per sub-table", " (",
+             group_digits(unit), " params) is ", unit_pct,
              " of the target, the sizes are the primes nearest the target");
   }
   return s;
