@@ -37,8 +37,10 @@ struct StreamArgs {
   int64_t threads = 0;
 };
 
-void add_stream_options(CLI::App* c, StreamArgs& a, int64_t default_tokens, const std::string& tokens_help) {
+void add_stream_options(CLI::App* c, StreamArgs& a, int64_t default_tokens, const std::string& tokens_help,
+                        const std::string& default_split = "test") {
   a.tokens = default_tokens;
+  a.split = default_split;
   c->add_option("--config", a.config, "experiment config YAML (data, tokenizer, model and memory sections)")->required();
   c->add_option("--set", a.sets, "override a key: --set memory.slots=15 (repeatable)");
   c->add_option("--split", a.split, "token stream: test (held-out after the validation tokens), validation, heldout, train")
@@ -141,7 +143,8 @@ void register_storage_commands(CLI::App& app) {
     static std::string out;
     static bool per_head = false;
     CLI::App* c = app.add_subcommand("collisions", "collision statistics per order and head (report Table 3)");
-    add_stream_options(c, a, 20000000, "stream tokens (0 = the whole split)");
+    // Default: the validation tokens (2.1M, the report's held-out set); Foreign grows with the stream length.
+    add_stream_options(c, a, 0, "stream tokens (0 = the whole split)", "validation");
     c->add_option("--layouts", layouts, "layouts: flat, engram, pagegram (config's slots) or pagegram:S")
         ->delimiter(',')
         ->capture_default_str();
@@ -207,6 +210,8 @@ void register_storage_commands(CLI::App& app) {
     c->add_option("--threads", threads, "threads (0 = all allowed CPUs, pinned)");
     c->callback([cmdline] {
       if (checkpoint.empty() == config.empty()) throw UserError("export: give exactly one of --checkpoint or --config");
+      if (eval_windows < 0 || (eval_windows > 0 && checkpoint.empty()))
+        throw UserError("export: --eval-windows takes a count >= 0 and needs --checkpoint");
       setup_threads(static_cast<int>(threads));
       Timer t;
       std::unique_ptr<MemoryLayout> own_layout;
@@ -215,6 +220,7 @@ void register_storage_commands(CLI::App& app) {
       ExperimentConfig cfg;
       std::unique_ptr<Transformer> model;
       std::unique_ptr<MemoryInjector> mem;
+      std::unique_ptr<data::DataSet> ds;  // for Engram-faithful hashing and --eval-windows
       TableWriteOptions opt;
       opt.progress = true;
       opt.info = {{"revision", build::kRevision}, {"command", cmdline()}};
@@ -223,7 +229,8 @@ void register_storage_commands(CLI::App& app) {
         if (!cfg.memory.enabled())
           throw UserError(str("export: ", checkpoint, " was trained without a memory table (memory.layout none)"));
         model = std::make_unique<Transformer>(cfg.model, cfg.train.micro_batch);
-        mem = attach_memory(cfg, *model);
+        if (cfg.memory.hash.engram_faithful || eval_windows > 0) ds = std::make_unique<data::DataSet>(data::open_dataset(cfg.data, cfg.tokenizer));
+        mem = attach_memory(cfg, *model, ds ? ds->tokenizer.get() : nullptr);
         const int64_t total = cfg.train.total_steps();
         const TrainConfig tc = cfg.train;
         mem->set_lr_schedule([tc, total](int64_t s) { return wsd_lr(s - 1, total, tc.lr, tc.warmup_frac, tc.decay_frac); });
@@ -241,7 +248,8 @@ void register_storage_commands(CLI::App& app) {
       } else {
         cfg = load_experiment(config, sets);
         if (!cfg.memory.enabled()) throw UserError(str("export: ", config, " has memory.layout none (hint: --set memory.layout=pagegram)"));
-        own_layout = make_layout(cfg.memory, cfg.model.d_model);  // Engram-faithful needs the tokenizer: not here
+        if (cfg.memory.hash.engram_faithful) ds = std::make_unique<data::DataSet>(data::open_dataset(cfg.data, cfg.tokenizer, config));
+        own_layout = layout_of(cfg, cfg.memory.layout, 0, ds.get());
         L = own_layout.get();
         opt.info.push_back({"source", str(config, " (", fill, " table)")});
         if (fill == "random") {
@@ -262,15 +270,13 @@ void register_storage_commands(CLI::App& app) {
         std::printf("verified %llu block checksums (%.1f s)\n", static_cast<unsigned long long>(h.data_blocks), tv.seconds());
       }
       if (eval_windows > 0) {
-        if (!mem) throw UserError("export: --eval-windows needs --checkpoint");
-        data::DataSet ds = data::open_dataset(cfg.data, cfg.tokenizer);
-        data::ValidationWindows val = ds.validation(cfg.model.context);
+        data::ValidationWindows val = ds->validation(cfg.model.context);
         const int64_t n = std::min<int64_t>(eval_windows, val.count());
         Timer te;
-        const double fp32 = evaluate(*model, val, n, *ds.heldout, mem.get());
+        const double fp32 = evaluate(*model, val, n, *ds->heldout, mem.get());
         std::span<float> v = mem->table().values();
         nf4::round_trip_table(v.data(), L->rows(), L->width());  // exactly the values the file holds
-        const double q = evaluate(*model, val, n, *ds.heldout, mem.get());
+        const double q = evaluate(*model, val, n, *ds->heldout, mem.get());
         std::printf("held-out over %lld windows: fp32 table %.6f nats, NF4 table %.6f nats, difference %+.6f "
                     "(report: +0.0004) (%.1f s)\n",
                     static_cast<long long>(n), fp32, q, q - fp32, te.seconds());
@@ -338,12 +344,12 @@ void register_storage_commands(CLI::App& app) {
       if (seconds < 0) throw UserError(str("--seconds: must be >= 0, got ", seconds));
       Loaded l = load_stream(a);
       const std::string d = dir.empty() ? data::cache_dir(l.cfg.data) + "/iobench" : dir;
-      std::filesystem::create_directories(d);
+      const bool made_dir = std::filesystem::create_directories(d);
       std::vector<std::string> created;
       std::vector<IoBenchResult> results;
       try {
         for (const FlashLayoutSpec& spec : parse_layouts(layouts, l.cfg.memory.slots)) {
-          auto L = layout_of(l.cfg, spec.layout, spec.slots, nullptr, params);
+          auto L = layout_of(l.cfg, spec.layout, spec.slots, &l.ds, params);
           const std::string path = str(d, "/", spec.layout, spec.slots ? str("_s", spec.slots) : "", "_",
                                        format_count(params), ".pgt");
           TableFileHeader h;
@@ -384,8 +390,11 @@ void register_storage_commands(CLI::App& app) {
           for (const auto& p : created) std::filesystem::remove(p);
         throw;
       }
-      if (!keep)
+      if (!keep) {
         for (const auto& p : created) std::filesystem::remove(p);
+        std::error_code ec;
+        if (made_dir && std::filesystem::is_empty(d, ec)) std::filesystem::remove(d, ec);
+      }
       std::printf("table files of %s params (%s)%s\n", format_count(params).c_str(), d.c_str(),
                   keep ? ", kept" : created.empty() ? ", reused" : ", removed");
       std::printf("%s", format_iobench_table(results).c_str());

@@ -60,7 +60,10 @@ struct FlashLayoutSpec {
 FlashLayoutSpec parse_flash_layout(const std::string& text, int64_t default_slots);
 
 struct FlashSweepConfig {
-  MemoryConfig memory;  // orders, heads, head_dim, hash seed (layout, slots and target_params are set per table)
+  // orders, heads, head_dim, hash seed (layout, slots and target_params are set per table). Engram-style tables use
+  // the standard per-head hashes (not the Engram-faithful option): reads per token depend on the hash only
+  // through its uniformity.
+  MemoryConfig memory;
   int64_t d_model = 384;
   std::vector<FlashLayoutSpec> layouts;
   std::vector<double> sizes = {3.2e9, 10e9, 20e9};  // table parameters (4-bit NF4 on flash)

@@ -114,7 +114,7 @@ void dequantize_row(const uint8_t* in, int64_t width, float* x) {
 void round_trip_table(float* table, int64_t rows, int64_t width) {
   const int64_t rb = row_bytes(width);
   int64_t bad = -1;
-#pragma omp parallel
+#pragma omp parallel if (rows * width > (1 << 16))
   {
     std::vector<uint8_t> buf(static_cast<size_t>(rb));
 #pragma omp for schedule(static)
