@@ -9,4 +9,6 @@ void register_data_commands(CLI::App& app);
 void register_train_commands(CLI::App& app, int argc, char** argv);
 // collisions, addresses, export, flashsim, iobench (cli/storage_cmd.cpp)
 void register_storage_commands(CLI::App& app);
+// sweep run|status|slurm|collect (cli/sweep_cmd.cpp)
+void register_sweep_commands(CLI::App& app);
 }  // namespace pg::cli

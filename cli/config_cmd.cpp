@@ -36,6 +36,7 @@ void register_commands(CLI::App& app, int argc, char** argv) {
   register_data_commands(app);
   register_train_commands(app, argc, argv);
   register_storage_commands(app);
+  register_sweep_commands(app);
 }
 
 }  // namespace pg::cli

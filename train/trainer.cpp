@@ -150,16 +150,21 @@ TrainSummary train(const ExperimentConfig& cfg, const data::DataSet& ds, const T
 
   const std::string ckpt = tc.out_dir + "/checkpoint.h5", log_path = tc.out_dir + "/log.h5";
   TrainState st;
-  if (opt.resume && std::filesystem::exists(ckpt)) {
-    ExperimentConfig saved = checkpoint_config(ckpt);
-    if (!cfg::equal(saved, cfg))
+  const bool resumed = opt.resume && std::filesystem::exists(ckpt);
+  if (resumed) {
+    // Thread count and run directory do not change results (bit-identical for any thread count).
+    ExperimentConfig saved = checkpoint_config(ckpt), mine = cfg;
+    saved.train.threads = mine.train.threads = 0;
+    saved.train.out_dir = mine.train.out_dir = "";
+    if (!cfg::equal(saved, mine))
       throw ConfigError(str(ckpt, ": the checkpoint was written with a different config (hint: resume with the ",
                             "same config, or use a new train.out_dir)"));
     st = load_checkpoint(ckpt, model, &adamw, load_mem);
     sampler.set_counter(st.sampler_counter);
   }
   RunMeta meta{cfg::dump(cfg), opt.command, threads.threads, threads.pinned, threads.cpus};
-  RunLog log(log_path, meta, opt.resume ? st.step : -1);
+  // Without a checkpoint a "resume" starts over, and so does the log (no duplicate step-0 rows).
+  RunLog log(log_path, meta, resumed ? st.step : -1);
   if (opt.write_files) {
     std::filesystem::create_directories(tc.out_dir);
     std::ofstream(tc.out_dir + "/config.yaml") << cfg::dump(cfg) << "\n";
@@ -245,6 +250,7 @@ TrainSummary train(const ExperimentConfig& cfg, const data::DataSet& ds, const T
       log.flush();
     }
   }
+  if (st.step == total_steps) log.set_status("finished");  // also when resumed after the last step
   sum.steps_done = steps_this_call;
   sum.tokens = st.tokens;
   sum.seconds = wall.seconds();

@@ -1,0 +1,113 @@
+// Seed/variant sweeps (issue 6): `pagegram sweep run|status|slurm|collect|finished`. The work is in
+// train/sweep.h; this file only parses arguments and prints.
+#include <cstdio>
+#include <filesystem>
+
+#include "cli/commands.h"
+#include "train/sweep.h"
+
+namespace pg::cli {
+
+void register_sweep_commands(CLI::App& app) {
+  CLI::App* sweep = app.add_subcommand("sweep", "seed/variant sweeps: run locally, status, Slurm job arrays, collect");
+  sweep->require_subcommand(1);
+  {
+    static std::string spec_path, binary;
+    static int64_t parallel = 0;
+    static bool dry_run = false;
+    CLI::App* c = sweep->add_subcommand("run", "run every unfinished run of a sweep (finished runs are skipped, "
+                                               "interrupted ones resume from their checkpoints)");
+    c->add_option("SPEC", spec_path, "sweep file (experiments/*/sweep.yaml)")->required();
+    c->add_option("--parallel", parallel, "runs at a time (default: the sweep's 'parallel'); threads per run = cores / N");
+    c->add_flag("--dry-run", dry_run, "list the runs, their hashes and what would be done; write nothing");
+    c->add_option("--pagegram", binary, "pagegram binary for the runs (default: this one)");
+    c->callback([] {
+      SweepSpec spec = load_sweep(spec_path);
+      SweepRunOptions opt;
+      opt.parallel = parallel;
+      opt.dry_run = dry_run;
+      opt.binary = binary;
+      SweepRunResult r = run_sweep(spec, opt);
+      if (dry_run) return;
+      std::printf("%s", sweep_status_table(spec, expand_sweep(spec)).c_str());
+      if (r.interrupted) throw CLI::RuntimeError(130);
+      if (!r.failed.empty()) {
+        std::string names;
+        for (const auto& n : r.failed) names += (names.empty() ? "" : ", ") + n;
+        throw UserError(str(r.failed.size(), " of ", r.total, " runs failed: ", names,
+                            " (hint: see <run dir>/train.out; `pagegram sweep run` again retries them)"));
+      }
+    });
+  }
+  {
+    static std::string spec_path;
+    CLI::App* c = sweep->add_subcommand("prepare", "build (or find cached) the tokenizer and token stores every run "
+                                                   "needs, once per distinct data + tokenizer section");
+    c->add_option("SPEC", spec_path, "sweep file")->required();
+    c->callback([] {
+      SweepSpec spec = load_sweep(spec_path);
+      for (const auto& l : prepare_sweep_data(expand_sweep(spec))) std::printf("%s\n", l.c_str());
+    });
+  }
+  {
+    static std::string spec_path;
+    CLI::App* c = sweep->add_subcommand("status", "one line per run: state (pending / partial / running / finished / "
+                                                  "diverged / failed), steps, checkpoint, final held-out loss");
+    c->add_option("SPEC", spec_path, "sweep file")->required();
+    c->callback([] {
+      SweepSpec spec = load_sweep(spec_path);
+      std::printf("%s", sweep_status_table(spec, expand_sweep(spec)).c_str());
+    });
+  }
+  {
+    static std::string spec_path;
+    static SlurmOptions opt;
+    CLI::App* c = sweep->add_subcommand("slurm", "write the runs' config.yaml files, <out_dir>/runs.txt and a Slurm "
+                                                 "job-array script (one array task per run)");
+    c->add_option("SPEC", spec_path, "sweep file")->required();
+    c->add_option("--out", opt.script, "job script to write (submit it with sbatch)")->required();
+    c->add_option("--partition", opt.partition, "Slurm partition (default: the cluster's)");
+    c->add_option("--time", opt.time, "time limit per run, HH:MM:SS")->capture_default_str();
+    c->add_option("--cpus", opt.cpus, "CPUs per task (= train.threads)")->capture_default_str();
+    c->add_option("--mem", opt.mem, "memory per task, e.g. 8G (default: not set)");
+    c->add_option("--pagegram", opt.binary, "pagegram binary on the cluster (default: this one)");
+    c->callback([] {
+      SweepSpec spec = load_sweep(spec_path);
+      std::vector<SweepRun> runs = expand_sweep(spec);
+      write_slurm(spec, runs, opt);
+      const std::string out = std::filesystem::absolute(spec.out_dir()).lexically_normal().string();
+      std::printf("wrote %s (%zu array tasks), %s/runs.txt, %s/sweep.json and %zu config.yaml files\n",
+                  opt.script.c_str(), runs.size(), out.c_str(), out.c_str(), runs.size());
+      std::printf("submit: sbatch %s\n", opt.script.c_str());
+    });
+  }
+  {
+    static std::string spec_path;
+    static std::vector<std::string> from;
+    CLI::App* c = sweep->add_subcommand("collect", "copy finished runs with the same name and config hash from other "
+                                                   "machines' directories into this sweep's out_dir");
+    c->add_option("SPEC", spec_path, "sweep file")->required();
+    c->add_option("--from", from, "a directory holding run directories (repeatable)")->required();
+    c->callback([] {
+      SweepSpec spec = load_sweep(spec_path);
+      std::vector<SweepRun> runs = expand_sweep(spec);
+      CollectResult r = collect_sweep(spec, runs, from);
+      for (const auto& m : r.merged) std::printf("merged   %s\n", m.c_str());
+      for (const auto& m : r.refused) std::printf("refused  %s\n", m.c_str());
+      std::printf("collect %s: %zu merged, %zu already here, %zu finished nowhere, %zu refused\n", spec.name().c_str(),
+                  r.merged.size(), r.had.size(), r.missing.size(), r.refused.size());
+      write_sweep_manifest(spec, runs);
+    });
+  }
+  {
+    static std::string dir;
+    CLI::App* c = sweep->add_subcommand("finished", "exit 0 when RUN_DIR/log.h5 says finished, 1 otherwise "
+                                                    "(used by the Slurm script)");
+    c->add_option("RUN_DIR", dir, "a run directory")->required();
+    c->callback([] {
+      if (!run_dir_finished(dir)) throw CLI::RuntimeError(1);
+    });
+  }
+}
+
+}  // namespace pg::cli
