@@ -6,7 +6,6 @@
 // attention term). Figures are medians over iterations after one warm-up call.
 #include <pthread.h>
 #include <sched.h>
-
 #include <time.h>
 
 #include <algorithm>

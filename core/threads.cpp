@@ -11,13 +11,18 @@
 namespace pg {
 
 ThreadInfo setup_threads(int requested, bool pin) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  std::vector<int> cpus;
-  if (sched_getaffinity(0, sizeof(set), &set) == 0)
-    for (int c = 0; c < CPU_SETSIZE; ++c)
-      if (CPU_ISSET(c, &set)) cpus.push_back(c);
-  if (cpus.empty()) cpus.push_back(0);
+  // The CPUs the process may use, read once: pinning narrows the calling thread's own mask, so a second
+  // call must not re-read it (it would see a single CPU).
+  static const std::vector<int> cpus = [] {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    std::vector<int> c;
+    if (sched_getaffinity(0, sizeof(set), &set) == 0)
+      for (int i = 0; i < CPU_SETSIZE; ++i)
+        if (CPU_ISSET(i, &set)) c.push_back(i);
+    if (c.empty()) c.push_back(0);
+    return c;
+  }();
   int n = requested > 0 ? requested : static_cast<int>(cpus.size());
   omp_set_dynamic(0);
   omp_set_num_threads(n);

@@ -95,11 +95,14 @@ inline __mmask16 first_n(int64_t n) {
   return n >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << std::max<int64_t>(n, 0)) - 1u);
 }
 
-// ap[k * kMr + i] = A(i, k) for i < mr, k < kc; lanes i >= mr are zero.
+// ap[k * kMr + i] = A(i, k) for i < mr, k < kc; lanes i >= mr are zero. Each k is written with a full 16-lane
+// store whose two extra lanes the next k overwrites; only the last k uses a 14-lane masked store, so nothing
+// outside the panel is touched.
 void pack_a_panel(float* ap, View a, int64_t mr, int64_t kc) {
   if (a.rs == 1) {  // column-contiguous (A = Xᵀ): each k is one contiguous run of mr floats
     const __mmask16 m = first_n(mr);
-    for (int64_t k = 0; k < kc; ++k) _mm512_mask_storeu_ps(ap + k * kMr, 0x3FFF, _mm512_maskz_loadu_ps(m, a.p + k * a.cs));
+    for (int64_t k = 0; k + 1 < kc; ++k) _mm512_storeu_ps(ap + k * kMr, _mm512_maskz_loadu_ps(m, a.p + k * a.cs));
+    _mm512_mask_storeu_ps(ap + (kc - 1) * kMr, 0x3FFF, _mm512_maskz_loadu_ps(m, a.p + (kc - 1) * a.cs));
   } else if (a.cs == 1) {  // row-major: transpose 16-wide k strips
     __m512 r[16];
     for (int64_t k = 0; k < kc; k += 16) {
@@ -108,7 +111,12 @@ void pack_a_panel(float* ap, View a, int64_t mr, int64_t kc) {
       for (int64_t i = 0; i < 16; ++i)
         r[i] = i < mr ? _mm512_maskz_loadu_ps(m, a.p + i * a.rs + k) : _mm512_setzero_ps();
       transpose16(r);
-      for (int64_t j = 0; j < kk; ++j) _mm512_mask_storeu_ps(ap + (k + j) * kMr, 0x3FFF, r[j]);
+      for (int64_t j = 0; j < kk; ++j) {
+        if (k + j + 1 < kc)
+          _mm512_storeu_ps(ap + (k + j) * kMr, r[j]);
+        else
+          _mm512_mask_storeu_ps(ap + (k + j) * kMr, 0x3FFF, r[j]);
+      }
     }
   } else {
     for (int64_t k = 0; k < kc; ++k)
@@ -116,9 +124,32 @@ void pack_a_panel(float* ap, View a, int64_t mr, int64_t kc) {
   }
 }
 
-// C[0:MR, 0:nr] = [C +] sum_k ap[k, 0:MR] x bp[k, 0:32]. cn: the C tile the next call will touch; its lines
-// are prefetched for writing during the first k steps, so the stores (or loads) of the next tile do not stall
-// on cache misses (prefetches never fault, so cn may point past the matrix).
+// All row panels of an A block (mc x kc) into ap (panel stride kc * kMr). An M-contiguous A is read row by
+// row (k outer: one streaming pass over the source), others panel by panel.
+void pack_a_block(float* ap, View a, int64_t mc, int64_t kc) {
+  const int64_t np = (mc + kMr - 1) / kMr;
+  if (a.rs == 1 && np > 1) {
+    for (int64_t k = 0; k < kc; ++k) {
+      const float* src = a.p + k * a.cs;
+      for (int64_t q = 0; q < np; ++q) {
+        const __m512 v = _mm512_maskz_loadu_ps(first_n(std::min(kMr, mc - q * kMr)), src + q * kMr);
+        float* d = ap + q * kc * kMr + k * kMr;
+        if (k + 1 < kc)
+          _mm512_storeu_ps(d, v);  // lanes 14, 15 land in this panel's next k slot, written later
+        else
+          _mm512_mask_storeu_ps(d, 0x3FFF, v);
+      }
+    }
+    return;
+  }
+  for (int64_t q = 0; q < np; ++q)
+    pack_a_panel(ap + q * kc * kMr, a.at_block(q * kMr, 0), std::min(kMr, mc - q * kMr), kc);
+}
+
+// C[0:MR, 0:nr] = [C +] sum_k ap[k, 0:MR] x bp[k, 0:32] (packed panels, rows kMr apart). cn: the C
+// tile the next call will touch; its lines are prefetched for writing during the first k steps, so the stores
+// (or loads) of the next tile do not stall on cache misses (prefetches never fault: rows of cn past the last
+// row of C are harmless).
 template <int MR>
 void kernel(int64_t kc, const float* __restrict ap, const float* __restrict bp, float* c, int64_t ldc, int64_t nr,
             bool load_c, const float* cn) {
@@ -183,28 +214,28 @@ struct ASource {
 };
 
 // C (M x N) = [C +] A[:, ka0 : ka0+K] * B[kb0 : kb0+K, n0 : n0+N] with B packed (panel stride b_kcap * kNr).
-// Loops: row blocks of kMc, k-blocks (fixed by K), column groups of kNc, 14-row panels, 32-column panels.
+// Loops: k-blocks (fixed by K: the summation order), row blocks of kMc, column groups of kNc, 14-row panels,
+// 32-column panels. With k outermost a C tile that fits in L2 stays there over the whole reduction, and a
+// B block is reused by every row block.
 void gemm_core(int64_t M, int64_t N, int64_t K, const ASource& A, int64_t ka0, const float* bdata, int64_t b_kcap,
                int64_t kb0, int64_t n0, float* c, int64_t ldc, bool accumulate) {
   const int64_t kc = k_block(K);
   float* abuf = A.packed ? nullptr : thread_scratch(0, kMc * kKc);
-  for (int64_t ic = 0; ic < M; ic += kMc) {
-    const int64_t mc = std::min(kMc, M - ic);
-    for (int64_t kb = 0; kb < K; kb += kc) {
-      const int64_t kcur = std::min(kc, K - kb);
+  for (int64_t kb = 0; kb < K; kb += kc) {
+    const int64_t kcur = std::min(kc, K - kb);
+    const bool load_c = accumulate || kb > 0;
+    for (int64_t ic = 0; ic < M; ic += kMc) {
+      const int64_t mc = std::min(kMc, M - ic);
       const float* ap;
-      int64_t a_stride;
+      int64_t a_stride;  // floats between A micro-panels
       if (A.packed) {
         ap = A.packed + ((A.i0 + ic) / kMr) * A.k_cap * kMr + (ka0 + kb) * kMr;
         a_stride = A.k_cap * kMr;
       } else {
-        for (int64_t ir = 0; ir < mc; ir += kMr)
-          pack_a_panel(abuf + (ir / kMr) * kcur * kMr, A.view.at_block(ic + ir, ka0 + kb), std::min(kMr, mc - ir),
-                       kcur);
+        pack_a_block(abuf, A.view.at_block(ic, ka0 + kb), mc, kcur);
         ap = abuf;
         a_stride = kcur * kMr;
       }
-      const bool load_c = accumulate || kb > 0;
       for (int64_t jg = 0; jg < N; jg += kNc) {
         const int64_t ng = std::min(kNc, N - jg);
         for (int64_t ir = 0; ir < mc; ir += kMr) {
@@ -212,8 +243,9 @@ void gemm_core(int64_t M, int64_t N, int64_t K, const ASource& A, int64_t ka0, c
           const float* a_panel = ap + (ir / kMr) * a_stride;
           float* crow = c + (ic + ir) * ldc;
           for (int64_t jr = jg; jr < jg + ng; jr += kNr) {
-            // the next tile: the next column panel, else the first panel of the next row panel
-            const float* cn = jr + kNr < jg + ng ? crow + jr + kNr : crow + kMr * ldc + jg;
+            // the next tile: the next column panel, else the first panel of the next row panel (within the
+            // row block; at its end the current tile, so the pointer never leaves C)
+            const float* cn = jr + kNr < jg + ng ? crow + jr + kNr : ir + kMr < mc ? crow + kMr * ldc + jg : crow + jr;
             fn(kcur, a_panel, bdata + ((n0 + jr) / kNr) * b_kcap * kNr + (kb0 + kb) * kNr, crow + jr, ldc, N - jr,
                load_c, cn);
           }
@@ -237,6 +269,28 @@ void pack_a(float* dst, View a, int64_t M, int64_t K, int64_t q0, int64_t q1) {
       for (int64_t i = 0; i < kMr; ++i) d[k * kMr + i] = i < mr ? a.at(q * kMr + i, k) : 0.0f;
 #endif
   }
+}
+
+void pack_a_krange(float* dst, View a, int64_t M, int64_t K, int64_t k0, int64_t k1) {
+  const int64_t np = packed_a_panels(M);
+#if PG_GEMM_AVX512
+  if (a.rs == 1) {  // each source row k holds A(0:M, k): copy 14-float pieces into every panel
+    for (int64_t k = k0; k < k1; ++k) {
+      const float* src = a.p + k * a.cs;
+      for (int64_t q = 0; q < np; ++q) {
+        const int64_t mr = std::min(kMr, M - q * kMr);
+        _mm512_mask_storeu_ps(dst + q * K * kMr + k * kMr, 0x3FFF, _mm512_maskz_loadu_ps(first_n(mr), src + q * kMr));
+      }
+    }
+    return;
+  }
+  for (int64_t q = 0; q < np; ++q)
+    pack_a_panel(dst + q * K * kMr + k0 * kMr, a.at_block(q * kMr, k0), std::min(kMr, M - q * kMr), k1 - k0);
+#else
+  for (int64_t q = 0; q < np; ++q)
+    for (int64_t k = k0; k < k1; ++k)
+      for (int64_t i = 0; i < kMr; ++i) dst[q * K * kMr + k * kMr + i] = q * kMr + i < M ? a.at(q * kMr + i, k) : 0.0f;
+#endif
 }
 
 void pack_b(float* dst, View b, int64_t K, int64_t N, int64_t q0, int64_t q1) {
@@ -350,11 +404,14 @@ void gemm(int64_t M, int64_t N, int64_t K, const PackedA& a, int64_t i0, int64_t
 }
 
 void pack_operand(const AOperand<float>& a) {
-  const int64_t np = packed_a_panels(a.M);
+  constexpr int64_t kBlock = 128;
+  const int64_t nb = (a.K + kBlock - 1) / kBlock;
 #pragma omp for schedule(static)
-  for (int64_t q = 0; q < np; ++q) pack_a(a.packed, a.src, a.M, a.K, q, q + 1);
+  for (int64_t b = 0; b < nb; ++b)
+    pack_a_krange(a.packed, a.src, a.M, a.K, b * kBlock, std::min(a.K, (b + 1) * kBlock));
 }
 void pack_operand_serial(const AOperand<float>& a) { pack_a(a.packed, a.src, a.M, a.K, 0, packed_a_panels(a.M)); }
+void pack_operand_serial(const BOperand<float>& b) { pack_b(b.packed, b.src, b.K, b.N, 0, packed_b_panels(b.N)); }
 void pack_operand(const BOperand<float>& b) {
   const int64_t np = packed_b_panels(b.N);
 #pragma omp for schedule(static)

@@ -47,6 +47,9 @@ inline int64_t packed_b_floats(int64_t K, int64_t N) { return packed_b_panels(N)
 
 // Packs row panels [q0, q1) of A (M x K) / column panels [q0, q1) of B (K x N) into dst.
 void pack_a(float* dst, View a, int64_t M, int64_t K, int64_t q0, int64_t q1);
+// Packs columns [k0, k1) of every row panel of A (M x K) into dst (laid out for the whole K); for an
+// M-contiguous A (rs == 1) this reads whole source rows, so a k-range split streams through memory.
+void pack_a_krange(float* dst, View a, int64_t M, int64_t K, int64_t k0, int64_t k1);
 void pack_b(float* dst, View b, int64_t K, int64_t N, int64_t q0, int64_t q1);
 
 // C (M x N, row stride ldc) = [C +] A (M x K) * Bp[k0 : k0+K, n0 : n0+N]; n0 a multiple of kNr.
@@ -84,18 +87,21 @@ inline AOperand<double> make_a(double*, ViewD src, int64_t M, int64_t K) { retur
 inline BOperand<float> make_b(float* buf, View src, int64_t K, int64_t N) { return {src, K, N, buf}; }
 inline BOperand<double> make_b(double*, ViewD src, int64_t K, int64_t N) { return {src, K, N, nullptr}; }
 
-// Packs an operand with an orphaned `omp for` over panels: call it from every thread of a parallel region
-// (it ends with a barrier) or from serial code. The _serial forms are for use inside one task.
+// Packs an operand with an orphaned `omp for` over fixed pieces (k-ranges of A, panels of B): call it from
+// every thread of a parallel region (it ends with a barrier) or from serial code. The _serial forms are for
+// use inside one task.
 void pack_operand(const AOperand<float>& a);
 void pack_operand(const BOperand<float>& b);
 inline void pack_operand(const AOperand<double>&) {}
 inline void pack_operand(const BOperand<double>&) {}
 void pack_operand_serial(const AOperand<float>& a);
+void pack_operand_serial(const BOperand<float>& b);
 inline void pack_operand_serial(const AOperand<double>&) {}
+inline void pack_operand_serial(const BOperand<double>&) {}
 
 // C (M x N) = [C +] A (M x K) * B[k0 : k0+K, n0 : n0+N]   (n0 a multiple of kNr)
-inline void gemm_b(int64_t M, int64_t N, int64_t K, View a, const BOperand<float>& b, int64_t k0, int64_t n0,
-                   float* c, int64_t ldc, bool accumulate) {
+inline void gemm_b(int64_t M, int64_t N, int64_t K, View a, const BOperand<float>& b, int64_t k0, int64_t n0, float* c,
+                   int64_t ldc, bool accumulate) {
   gemm_packed(M, N, K, a, PackedB{b.packed, b.K}, k0, n0, c, ldc, accumulate);
 }
 inline void gemm_b(int64_t M, int64_t N, int64_t K, ViewD a, const BOperand<double>& b, int64_t k0, int64_t n0,
@@ -112,8 +118,8 @@ inline void gemm_ab(int64_t M, int64_t N, int64_t K, const AOperand<double>& a, 
   gemm(M, N, K, a.src.at_block(i0, k0), b.src.at_block(k0, n0), c, ldc, accumulate);
 }
 // C (M x N) = [C +] A[i0 : i0+M, k0 : k0+K] * B (K x N, a view)
-inline void gemm_a(int64_t M, int64_t N, int64_t K, const AOperand<float>& a, int64_t i0, int64_t k0, View b,
-                   float* c, int64_t ldc, bool accumulate) {
+inline void gemm_a(int64_t M, int64_t N, int64_t K, const AOperand<float>& a, int64_t i0, int64_t k0, View b, float* c,
+                   int64_t ldc, bool accumulate) {
   gemm(M, N, K, PackedA{a.packed, a.K}, i0, k0, b, c, ldc, accumulate);
 }
 inline void gemm_a(int64_t M, int64_t N, int64_t K, const AOperand<double>& a, int64_t i0, int64_t k0, ViewD b,

@@ -23,24 +23,45 @@ using gemm::StridedView;
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // Per-thread scratch that grows once (first use) and is reused afterwards. Content never carries over
-// between tasks: every task overwrites what it reads.
+// between tasks: every task overwrites what it reads. One slot per concurrent use within a task.
+enum Slot : int {
+  kNormTmp = 0,  // rmsnorm_backward_rows: g = dy w [C]
+  kScores = 0,   // attention: Sᵀ / Pᵀ [T, kQueryBlock]
+  kScoreGrads,   // attention backward: dPᵀ / dSᵀ [T, kQueryBlock]
+  kPackKA,       // K packed as A
+  kPackVA,       // V packed as A
+  kPackKB,       // K packed as B
+  kPackQB,       // Q packed as B
+  kPackVB,       // V (forward) / dO (backward) packed as B
+  kRowDots,      // D = rowsum(dO O) [T]
+  kAccK,         // dK accumulator [T, HD]
+  kAccV,         // dV accumulator [T, HD]
+  kAccQ,         // dQ of one query block [kQueryBlock, HD]
+  kNumSlots
+};
 template <class F>
 F* thread_buffer(int slot, size_t n) {
-  static thread_local std::vector<F> bufs[5];
+  static thread_local std::vector<F> bufs[kNumSlots];
   if (bufs[slot].size() < n) bufs[slot].resize(n);
   return bufs[slot].data();
 }
-// A thread buffer for an M x K operand packed as A (float only; the double path uses plain views).
+// Thread buffers for an M x K operand packed as A / a K x N operand packed as B (float only; the double path
+// uses plain views).
 template <class F>
 F* packed_buffer(int slot, int64_t M, int64_t K) {
   if constexpr (std::is_same_v<F, float>) return thread_buffer<F>(slot, gemm::packed_a_floats(M, K));
+  return nullptr;
+}
+template <class F>
+F* packed_b_buffer(int slot, int64_t K, int64_t N) {
+  if constexpr (std::is_same_v<F, float>) return thread_buffer<F>(slot, gemm::packed_b_floats(K, N));
   return nullptr;
 }
 
 }  // namespace
 
 int64_t lm_head_rows(int64_t V) {
-  const int64_t rows = std::clamp<int64_t>((int64_t{1} << 24) / std::max<int64_t>(V, 1), 32, 512);
+  const int64_t rows = std::clamp<int64_t>((int64_t{1} << 25) / std::max<int64_t>(V, 1), 32, 512);
   return rows / 32 * 32;
 }
 int64_t lm_head_vocab_block(int64_t rows) {
@@ -84,9 +105,8 @@ void embedding_backward(F* dwte, const F* dout, const int32_t* tokens, int64_t N
 
 // ---------------------------------------------------------------- RMSNorm
 template <class F>
-void rmsnorm_forward(F* out, F* rstd, const F* inp, const F* weight, int64_t N, int64_t C, F eps) {
-#pragma omp parallel for schedule(static)
-  for (int64_t n = 0; n < N; ++n) {
+void rmsnorm_forward_rows(F* out, F* rstd, const F* inp, const F* weight, int64_t r0, int64_t nr, int64_t C, F eps) {
+  for (int64_t n = r0; n < r0 + nr; ++n) {
     const F* x = inp + n * C;
     F* y = out + n * C;
     const F ms = simd::vdot(x, x, C) / static_cast<F>(C);
@@ -97,44 +117,57 @@ void rmsnorm_forward(F* out, F* rstd, const F* inp, const F* weight, int64_t N, 
 }
 
 template <class F>
+void rmsnorm_forward(F* out, F* rstd, const F* inp, const F* weight, int64_t N, int64_t C, F eps) {
+  const int64_t ntask = ceil_div(N, kGemmRows);
+#pragma omp parallel for schedule(static)
+  for (int64_t task = 0; task < ntask; ++task)
+    rmsnorm_forward_rows(out, rstd, inp, weight, task * kGemmRows, std::min(kGemmRows, N - task * kGemmRows), C, eps);
+}
+
+// dx = r (g - xhat mean(g xhat)), g = dy w, xhat = x r;  dw = sum_n dy xhat (per block, then in block order).
+template <class F>
+void rmsnorm_backward_rows(F* dinp, F* partial, const F* dout, const F* inp, const F* weight, const F* rstd, int64_t r0,
+                           int64_t nr, int64_t C) {
+  F* g = thread_buffer<F>(kNormTmp, C);
+  for (int64_t c = 0; c < C; ++c) partial[c] = 0;
+  for (int64_t n = r0; n < r0 + nr; ++n) {
+    const F* x = inp + n * C;
+    const F* dy = dout + n * C;
+    F* dx = dinp + n * C;
+    const F r = rstd[n];
+    for (int64_t c = 0; c < C; ++c) {
+      g[c] = dy[c] * weight[c];
+      partial[c] += dy[c] * (x[c] * r);
+    }
+    const F k = simd::vdot(g, x, C) * r * r / static_cast<F>(C);  // xhat * mean(g xhat) = x * k
+    for (int64_t c = 0; c < C; ++c) dx[c] += r * (g[c] - x[c] * k);
+  }
+}
+
+template <class F>
+void rmsnorm_reduce(F* dweight, const F* partials, int64_t nblk, int64_t C) {
+  for (int64_t c = 0; c < C; ++c) {
+    F s = 0;
+    for (int64_t blk = 0; blk < nblk; ++blk) s += partials[blk * C + c];
+    dweight[c] += s;
+  }
+}
+
+template <class F>
 void rmsnorm_backward(F* dinp, F* dweight, F* partials, const F* dout, const F* inp, const F* weight, const F* rstd,
                       int64_t N, int64_t C) {
-  // dx = r (g - xhat mean(g xhat)), g = dy w, xhat = x r;  dw = sum_n dy xhat (per block, then in order).
   const int64_t nblk = ceil_div(N, kNormRows);
-#pragma omp parallel
-  {
-    F* g = thread_buffer<F>(0, C);
-#pragma omp for schedule(dynamic, 1)
-    for (int64_t blk = 0; blk < nblk; ++blk) {
-      F* part = partials + blk * C;
-      for (int64_t c = 0; c < C; ++c) part[c] = 0;
-      const int64_t n1 = std::min(N, (blk + 1) * kNormRows);
-      for (int64_t n = blk * kNormRows; n < n1; ++n) {
-        const F* x = inp + n * C;
-        const F* dy = dout + n * C;
-        F* dx = dinp + n * C;
-        const F r = rstd[n];
-        for (int64_t c = 0; c < C; ++c) {
-          g[c] = dy[c] * weight[c];
-          part[c] += dy[c] * (x[c] * r);
-        }
-        const F k = simd::vdot(g, x, C) * r * r / static_cast<F>(C);  // xhat * mean(g xhat) = x * k
-        for (int64_t c = 0; c < C; ++c) dx[c] += r * (g[c] - x[c] * k);
-      }
-    }
-#pragma omp for schedule(static)
-    for (int64_t c = 0; c < C; ++c) {
-      F s = 0;
-      for (int64_t blk = 0; blk < nblk; ++blk) s += partials[blk * C + c];
-      dweight[c] += s;
-    }
-  }
+#pragma omp parallel for schedule(static)
+  for (int64_t blk = 0; blk < nblk; ++blk)
+    rmsnorm_backward_rows(dinp, partials + blk * C, dout, inp, weight, rstd, blk * kNormRows,
+                          std::min(kNormRows, N - blk * kNormRows), C);
+  rmsnorm_reduce(dweight, partials, nblk, C);
 }
 
 // ---------------------------------------------------------------- linear
 template <class F>
 void linear_forward(F* out, const F* inp, const F* weight, const F* residual, int64_t N, int64_t C, int64_t OC,
-                    F* pack_w) {
+                    F* pack_w, RowEpilogue epilogue) {
   // B(k = c, j = o) = W[o, c]
   const auto w = gemm::make_b(pack_w, StridedView<F>{weight, 1, C}, C, OC);
   const int64_t ntask = ceil_div(N, kGemmRows);
@@ -146,16 +179,17 @@ void linear_forward(F* out, const F* inp, const F* weight, const F* residual, in
       const int64_t r0 = task * kGemmRows, nr = std::min(kGemmRows, N - r0);
       if (residual) std::memcpy(out + r0 * OC, residual + r0 * OC, nr * OC * sizeof(F));
       gemm::gemm_b(nr, OC, C, StridedView<F>{inp + r0 * C, C, 1}, w, 0, 0, out + r0 * OC, OC, residual != nullptr);
+      if (epilogue) epilogue(r0, nr, task);
     }
   }
 }
 
 template <class F>
 void linear_backward(F* dinp, F* dweight, const F* dout, const F* inp, const F* weight, int64_t N, int64_t C,
-                     int64_t OC, F* pack_w, F* pack_x, bool accumulate) {
+                     int64_t OC, F* pack_w, F* pack_x, bool accumulate, RowEpilogue epilogue) {
   const auto w = gemm::make_b(pack_w, StridedView<F>{weight, C, 1}, OC, C);  // B(k = o, j = c) = W[o, c]
   const auto x = gemm::make_b(pack_x, StridedView<F>{inp, C, 1}, N, C);      // B(k = n, j = c) = inp[n, c]
-  const int64_t ndw = ceil_div(OC, kGemmRows), ndx = ceil_div(N, kGemmRows);
+  const int64_t ndw = ceil_div(OC, kDwRows), ndx = ceil_div(N, kGemmRows);
 #pragma omp parallel
   {
     gemm::pack_operand(w);
@@ -163,11 +197,12 @@ void linear_backward(F* dinp, F* dweight, const F* dout, const F* inp, const F* 
 #pragma omp for schedule(dynamic, 1)
     for (int64_t task = 0; task < ndw + ndx; ++task) {
       if (task < ndw) {  // dW rows [o0, o0 + no): A(i = o, k = n) = dout[n, o]; reduction over all N in order
-        const int64_t o0 = task * kGemmRows, no = std::min(kGemmRows, OC - o0);
+        const int64_t o0 = task * kDwRows, no = std::min(kDwRows, OC - o0);
         gemm::gemm_b(no, C, N, StridedView<F>{dout + o0, 1, OC}, x, 0, 0, dweight + o0 * C, C, true);
       } else {  // dinp rows [r0, r0 + nr)
         const int64_t r0 = (task - ndw) * kGemmRows, nr = std::min(kGemmRows, N - r0);
         gemm::gemm_b(nr, C, OC, StridedView<F>{dout + r0 * OC, OC, 1}, w, 0, 0, dinp + r0 * C, C, accumulate);
+        if (epilogue) epilogue(r0, nr, task - ndw);
       }
     }
   }
@@ -179,7 +214,8 @@ void rope_tables(F* cos, F* sin, int64_t T, int64_t HD, double base) {
   const int64_t half = HD / 2;
   for (int64_t t = 0; t < T; ++t)
     for (int64_t i = 0; i < half; ++i) {
-      const double ang = static_cast<double>(t) * std::pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(HD));
+      const double ang =
+          static_cast<double>(t) * std::pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(HD));
       cos[t * half + i] = static_cast<F>(std::cos(ang));
       sin[t * half + i] = static_cast<F>(std::sin(ang));
     }
@@ -195,25 +231,32 @@ inline void rotate(F* x, const F* cs, const F* sn, int64_t half, F sign) {
     x[i + half] = b * cs[i] + a * s;
   }
 }
+}  // namespace
+
 template <class F>
-void rope_apply(F* qkv, const F* cos, const F* sin, int64_t B, int64_t T, int64_t C, int64_t NH, F sign) {
-  const int64_t HD = C / NH, half = HD / 2, N = B * T;
-#pragma omp parallel for schedule(static)
-  for (int64_t n = 0; n < N; ++n) {
+void rope_rows(F* qkv, const F* cos, const F* sin, int64_t r0, int64_t nr, int64_t T, int64_t C, int64_t NH, F sign) {
+  const int64_t HD = C / NH, half = HD / 2;
+  for (int64_t n = r0; n < r0 + nr; ++n) {
     const int64_t t = n % T;
     F* row = qkv + n * 3 * C;
     for (int64_t h = 0; h < 2 * NH; ++h) rotate(row + h * HD, cos + t * half, sin + t * half, half, sign);
   }
 }
-}  // namespace
 
 template <class F>
 void rope_forward(F* qkv, const F* cos, const F* sin, int64_t B, int64_t T, int64_t C, int64_t NH) {
-  rope_apply(qkv, cos, sin, B, T, C, NH, F(1));
+  const int64_t N = B * T, ntask = ceil_div(N, kGemmRows);
+#pragma omp parallel for schedule(static)
+  for (int64_t task = 0; task < ntask; ++task)
+    rope_rows(qkv, cos, sin, task * kGemmRows, std::min(kGemmRows, N - task * kGemmRows), T, C, NH, F(1));
 }
 template <class F>
 void rope_backward(F* dqkv, const F* cos, const F* sin, int64_t B, int64_t T, int64_t C, int64_t NH) {
-  rope_apply(dqkv, cos, sin, B, T, C, NH, F(-1));  // the transpose of a rotation is the inverse rotation
+  // the transpose of a rotation is the inverse rotation
+  const int64_t N = B * T, ntask = ceil_div(N, kGemmRows);
+#pragma omp parallel for schedule(static)
+  for (int64_t task = 0; task < ntask; ++task)
+    rope_rows(dqkv, cos, sin, task * kGemmRows, std::min(kGemmRows, N - task * kGemmRows), T, C, NH, F(-1));
 }
 
 // ---------------------------------------------------------------- attention
@@ -223,9 +266,10 @@ void rope_backward(F* dqkv, const F* cos, const F* sin, int64_t B, int64_t T, in
 namespace {
 constexpr int64_t kLd = kQueryBlock;
 
-// st [nk, kLd] raw scores q·k -> normalized probabilities Pᵀ (0 where key > query); lse [nq] out.
+// st [nk, kLd] raw scores q·k -> unnormalized probabilities exp(scale (s - m)) (0 where key > query);
+// inv [nq] = 1 / sum over keys, lse [nq] = log-sum-exp of the scaled scores.
 template <class F>
-void softmax_forward_block(F* st, F* lse, int64_t nk, int64_t nq, int64_t q0, F scale) {
+void softmax_forward_block(F* st, F* inv, F* lse, int64_t nk, int64_t nq, int64_t q0, F scale) {
   F m[kLd], sum[kLd];
   for (int64_t j = 0; j < nq; ++j) {
     m[j] = -std::numeric_limits<F>::infinity();
@@ -235,22 +279,16 @@ void softmax_forward_block(F* st, F* lse, int64_t nk, int64_t nq, int64_t q0, F 
     const F* row = st + key * kLd;
     for (int64_t j = std::max<int64_t>(0, key - q0); j < nq; ++j) m[j] = row[j] > m[j] ? row[j] : m[j];
   }
+  for (int64_t j = 0; j < nq; ++j) m[j] *= scale;  // scale > 0: max of the scaled scores
   for (int64_t key = 0; key < nk; ++key) {
     F* row = st + key * kLd;
     const int64_t j0 = std::max<int64_t>(0, key - q0);
     for (int64_t j = 0; j < j0; ++j) row[j] = 0;
-    for (int64_t j = j0; j < nq; ++j) row[j] = scale * (row[j] - m[j]);
-    simd::vexp(row + j0, row + j0, nq - j0);
-    for (int64_t j = j0; j < nq; ++j) sum[j] += row[j];
+    simd::exp_affine_row(row + j0, m + j0, scale, sum + j0, nq - j0);
   }
-  F inv[kLd];
   for (int64_t j = 0; j < nq; ++j) {
     inv[j] = F(1) / sum[j];
-    lse[j] = scale * m[j] + std::log(sum[j]);
-  }
-  for (int64_t key = 0; key < nk; ++key) {
-    F* row = st + key * kLd;
-    for (int64_t j = 0; j < nq; ++j) row[j] *= inv[j];
+    lse[j] = m[j] + std::log(sum[j]);
   }
 }
 
@@ -261,8 +299,7 @@ void softmax_recompute_block(F* st, const F* lse, int64_t nk, int64_t nq, int64_
     F* row = st + key * kLd;
     const int64_t j0 = std::max<int64_t>(0, key - q0);
     for (int64_t j = 0; j < j0; ++j) row[j] = 0;
-    for (int64_t j = j0; j < nq; ++j) row[j] = scale * row[j] - lse[j];
-    simd::vexp(row + j0, row + j0, nq - j0);
+    simd::exp_affine_row(row + j0, lse + j0, scale, static_cast<F*>(nullptr), nq - j0);
   }
 }
 }  // namespace
@@ -278,24 +315,30 @@ void attention_forward(F* out, F* lse, const F* qkv, int64_t B, int64_t T, int64
     const F* k = q + C;
     const F* v = q + 2 * C;
     F* o = out + b * T * C + h * HD;
-    F* st = thread_buffer<F>(0, T * kLd);
-    const auto ka = gemm::make_a(packed_buffer<F>(2, T, HD), StridedView<F>{k, C3, 1}, T, HD);  // K as A, packed once
+    F* st = thread_buffer<F>(kScores, T * kLd);
+    // K as A (rows = keys) and V as B (k = keys), packed once per (b, h)
+    const auto ka = gemm::make_a(packed_buffer<F>(kPackKA, T, HD), StridedView<F>{k, C3, 1}, T, HD);
+    const auto vb = gemm::make_b(packed_b_buffer<F>(kPackVB, T, HD), StridedView<F>{v, C3, 1}, T, HD);
     gemm::pack_operand_serial(ka);
+    gemm::pack_operand_serial(vb);
     for (int64_t q0 = 0; q0 < T; q0 += kQueryBlock) {
       const int64_t nq = std::min(kQueryBlock, T - q0), nk = q0 + nq;
       // Sᵀ[key, j] = K[key] · Q[q0 + j]
       gemm::gemm_a(nk, nq, HD, ka, 0, 0, StridedView<F>{q + q0 * C3, 1, C3}, st, kLd, false);
-      softmax_forward_block(st, lse + bh * T + q0, nk, nq, q0, scale);
-      // O[q0 + j] = sum_key Pᵀ[key, j] V[key]
-      gemm::gemm(nq, HD, nk, StridedView<F>{st, 1, kLd}, StridedView<F>{v, C3, 1}, o + q0 * C, C, false);
+      F inv[kLd];
+      softmax_forward_block(st, inv, lse + bh * T + q0, nk, nq, q0, scale);
+      // O[q0 + j] = (sum_key Pᵀ[key, j] V[key]) / sum_j   (normalizing the [nq, HD] output, not Pᵀ)
+      gemm::gemm_b(nq, HD, nk, StridedView<F>{st, 1, kLd}, vb, 0, 0, o + q0 * C, C, false);
+      for (int64_t j = 0; j < nq; ++j)
+        for (int64_t d = 0; d < HD; ++d) o[(q0 + j) * C + d] *= inv[j];
     }
   }
 }
 
 template <class F>
 void attention_backward(F* dqkv, const F* dout, const F* qkv, const F* out, const F* lse, int64_t B, int64_t T,
-                        int64_t C, int64_t NH, bool accumulate) {
-  const int64_t HD = C / NH, C3 = 3 * C;
+                        int64_t C, int64_t NH, bool accumulate, const F* rope_cos, const F* rope_sin) {
+  const int64_t HD = C / NH, C3 = 3 * C, half = HD / 2;
   const F scale = F(1) / std::sqrt(static_cast<F>(HD));
 #pragma omp parallel for schedule(dynamic, 1)
   for (int64_t bh = 0; bh < B * NH; ++bh) {
@@ -309,17 +352,25 @@ void attention_backward(F* dqkv, const F* dout, const F* qkv, const F* out, cons
     F* dk = dq + C;
     F* dv = dq + 2 * C;
     const F* l = lse + bh * T;
-    if (!accumulate)  // this task owns the (b, h) columns of dq, dk, dv
-      for (int64_t t = 0; t < T; ++t)
-        for (int64_t part = 0; part < 3; ++part) std::memset(dq + t * C3 + part * C, 0, HD * sizeof(F));
-    F* st = thread_buffer<F>(0, T * kLd);
-    F* dst = thread_buffer<F>(1, T * kLd);
-    F* D = thread_buffer<F>(3, T);
+    F* st = thread_buffer<F>(kScores, T * kLd);
+    F* dst = thread_buffer<F>(kScoreGrads, T * kLd);
+    F* D = thread_buffer<F>(kRowDots, T);
+    F* dk_acc = thread_buffer<F>(kAccK, T * HD);  // [T, HD] dK, dV of this (b, h), summed over query blocks in order
+    F* dv_acc = thread_buffer<F>(kAccV, T * HD);
+    std::fill(dk_acc, dk_acc + T * HD, F(0));
+    std::fill(dv_acc, dv_acc + T * HD, F(0));
     for (int64_t t = 0; t < T; ++t) D[t] = simd::vdot(dO + t * C, o + t * C, HD);  // D = rowsum(dO * O)
-    const auto ka = gemm::make_a(packed_buffer<F>(2, T, HD), StridedView<F>{k, C3, 1}, T, HD);
-    const auto va = gemm::make_a(packed_buffer<F>(4, T, HD), StridedView<F>{v, C3, 1}, T, HD);
+    // packed once per (b, h): K, V as A (rows = keys); K, Q, dO as B (k = keys / queries)
+    const auto ka = gemm::make_a(packed_buffer<F>(kPackKA, T, HD), StridedView<F>{k, C3, 1}, T, HD);
+    const auto va = gemm::make_a(packed_buffer<F>(kPackVA, T, HD), StridedView<F>{v, C3, 1}, T, HD);
+    const auto kb = gemm::make_b(packed_b_buffer<F>(kPackKB, T, HD), StridedView<F>{k, C3, 1}, T, HD);
+    const auto qb = gemm::make_b(packed_b_buffer<F>(kPackQB, T, HD), StridedView<F>{q, C3, 1}, T, HD);
+    const auto ob = gemm::make_b(packed_b_buffer<F>(kPackVB, T, HD), StridedView<F>{dO, C, 1}, T, HD);
     gemm::pack_operand_serial(ka);
     gemm::pack_operand_serial(va);
+    gemm::pack_operand_serial(kb);
+    gemm::pack_operand_serial(qb);
+    gemm::pack_operand_serial(ob);
     for (int64_t q0 = 0; q0 < T; q0 += kQueryBlock) {
       const int64_t nq = std::min(kQueryBlock, T - q0), nk = q0 + nq;
       gemm::gemm_a(nk, nq, HD, ka, 0, 0, StridedView<F>{q + q0 * C3, 1, C3}, st, kLd, false);
@@ -332,25 +383,51 @@ void attention_backward(F* dqkv, const F* dout, const F* qkv, const F* out, cons
         F* d = dst + key * kLd;
         for (int64_t j = 0; j < nq; ++j) d[j] = p[j] * (d[j] - D[q0 + j]) * scale;
       }
-      // dQ[q0 + j] += sum_key dSᵀ[key, j] K[key]
-      gemm::gemm(nq, HD, nk, StridedView<F>{dst, 1, kLd}, StridedView<F>{k, C3, 1}, dq + q0 * C3, C3, true);
+      // dQ[q0 + j] = sum_key dSᵀ[key, j] K[key]   (each query block's rows are final after this)
+      F* dq_blk = thread_buffer<F>(kAccQ, kQueryBlock * HD);
+      gemm::gemm_b(nq, HD, nk, StridedView<F>{dst, 1, kLd}, kb, 0, 0, dq_blk, HD, false);
+      for (int64_t j = 0; j < nq; ++j) {
+        F* g = dq_blk + j * HD;
+        if (rope_cos) rotate(g, rope_cos + (q0 + j) * half, rope_sin + (q0 + j) * half, half, F(-1));
+        F* dst_row = dq + (q0 + j) * C3;
+        for (int64_t d = 0; d < HD; ++d) dst_row[d] = (accumulate ? dst_row[d] : F(0)) + g[d];
+      }
       // dK[key] += sum_j dSᵀ[key, j] Q[q0 + j];  dV[key] += sum_j Pᵀ[key, j] dO[q0 + j]
-      gemm::gemm(nk, HD, nq, StridedView<F>{dst, kLd, 1}, StridedView<F>{q + q0 * C3, C3, 1}, dk, C3, true);
-      gemm::gemm(nk, HD, nq, StridedView<F>{st, kLd, 1}, StridedView<F>{dO + q0 * C, C, 1}, dv, C3, true);
+      gemm::gemm_b(nk, HD, nq, StridedView<F>{dst, kLd, 1}, qb, q0, 0, dk_acc, HD, true);
+      gemm::gemm_b(nk, HD, nq, StridedView<F>{st, kLd, 1}, ob, q0, 0, dv_acc, HD, true);
+    }
+    for (int64_t t = 0; t < T; ++t) {
+      if (rope_cos) rotate(dk_acc + t * HD, rope_cos + t * half, rope_sin + t * half, half, F(-1));
+      for (int64_t d = 0; d < HD; ++d) {
+        dk[t * C3 + d] = (accumulate ? dk[t * C3 + d] : F(0)) + dk_acc[t * HD + d];
+        dv[t * C3 + d] = (accumulate ? dv[t * C3 + d] : F(0)) + dv_acc[t * HD + d];
+      }
     }
   }
 }
 
 // ---------------------------------------------------------------- GELU
 template <class F>
+void gelu_forward_rows(F* out, const F* inp, int64_t r0, int64_t nr, int64_t H) {
+  simd::gelu_forward_row(out + r0 * H, inp + r0 * H, nr * H);
+}
+template <class F>
+void gelu_backward_rows(F* dinp, const F* inp, const F* dout, int64_t r0, int64_t nr, int64_t H, bool accumulate) {
+  simd::gelu_backward_row(dinp + r0 * H, inp + r0 * H, dout + r0 * H, nr * H, accumulate);
+}
+template <class F>
 void gelu_forward(F* out, const F* inp, int64_t N, int64_t H) {
+  const int64_t ntask = ceil_div(N, kGemmRows);
 #pragma omp parallel for schedule(static)
-  for (int64_t n = 0; n < N; ++n) simd::gelu_forward_row(out + n * H, inp + n * H, H);
+  for (int64_t task = 0; task < ntask; ++task)
+    gelu_forward_rows(out, inp, task * kGemmRows, std::min(kGemmRows, N - task * kGemmRows), H);
 }
 template <class F>
 void gelu_backward(F* dinp, const F* inp, const F* dout, int64_t N, int64_t H, bool accumulate) {
+  const int64_t ntask = ceil_div(N, kGemmRows);
 #pragma omp parallel for schedule(static)
-  for (int64_t n = 0; n < N; ++n) simd::gelu_backward_row(dinp + n * H, inp + n * H, dout + n * H, H, accumulate);
+  for (int64_t task = 0; task < ntask; ++task)
+    gelu_backward_rows(dinp, inp, dout, task * kGemmRows, std::min(kGemmRows, N - task * kGemmRows), H, accumulate);
 }
 
 // ---------------------------------------------------------------- LM head + cross-entropy
@@ -359,16 +436,17 @@ void gelu_backward(F* dinp, const F* inp, const F* dout, int64_t N, int64_t H, b
 //      e = exp(Lᵀ - m_b) in place, s_b = sum_v e (fixed order); the raw target logits are recorded.
 //   2. per token: m = max_b m_b, s = sum_b s_b exp(m_b - m) (block order), loss = m + log s - logit[target];
 //      backward: factor_b = exp(m_b - m) dloss / s.
-//   3. per block: dLᵀ = e factor_b - dloss onehot; dW[v0:] += dLᵀ[v0:] Xc (the block is still in L2).
-//   4. per column group: dX[:, c0:] (+)= dL W[:, c0:] (reduction over V in order).
+//   3. per group of consecutive blocks (kLmGroups fixed groups), block by block while it is in L2:
+//      dLᵀ = e factor_b - dloss onehot; dW[v0:] += dLᵀ[v0:] Xc; dX_g += dL[:, v0:] W[v0:]  (blocks in order).
+//   4. per token: dX (+)= sum_g dX_g (group order).
 template <class F>
-double lm_head_ce(F* dinp, F* dweight, double* losses, const F* inp, const F* weight, const int32_t* targets,
-                  int64_t N, int64_t C, int64_t V, F dloss, const LmHeadScratch<F>& s, bool accumulate) {
+double lm_head_ce(F* dinp, F* dweight, double* losses, const F* inp, const F* weight, const int32_t* targets, int64_t N,
+                  int64_t C, int64_t V, F dloss, const LmHeadScratch<F>& s, bool accumulate) {
   const bool backward = dinp != nullptr;
-  const int64_t R = s.rows, vbs = s.vocab_block, nvb = (V + vbs - 1) / vbs, ndx = ceil_div(C, kDxCols);
+  const int64_t R = s.rows, vbs = s.vocab_block, nvb = (V + vbs - 1) / vbs, ng = std::min(kLmGroups, nvb);
   const auto wa = gemm::make_a(s.pack_wa, StridedView<F>{weight, C, 1}, V, C);  // A(i = v, k = c) = W[v, c]
   const auto wn = gemm::make_b(s.pack_wn, StridedView<F>{weight, C, 1}, V, C);  // B(k = v, j = c) = W[v, c]
-  F* lt = s.logits;                   // [V, R]
+  F* lt = s.logits;                                                             // [V, R]
   F* bmax = s.stats;                  // [nvb, R] block max, then the block's scale factor
   F* bsum = s.stats + nvb * R;        // [nvb, R]
   F* tlogit = s.stats + 2 * nvb * R;  // [R]
@@ -421,23 +499,34 @@ double lm_head_ce(F* dinp, F* dweight, double* losses, const F* inp, const F* we
       }
       if (!backward) continue;
 #pragma omp for schedule(dynamic, 1)
-      for (int64_t vb = 0; vb < nvb; ++vb) {
-        const int64_t v0 = vb * vbs, nv = std::min(vbs, V - v0);
-        F* blk = lt + v0 * R;
-        const F* f = bmax + vb * R;
-        for (int64_t v = 0; v < nv; ++v) {
-          F* row = blk + v * R;
-          for (int64_t t = 0; t < nc; ++t) row[t] *= f[t];
+      for (int64_t g = 0; g < ng; ++g) {
+        F* part = s.dx_part + g * R * C;  // [nc, C]
+        for (int64_t vb = g * nvb / ng; vb < (g + 1) * nvb / ng; ++vb) {
+          const int64_t v0 = vb * vbs, nv = std::min(vbs, V - v0);
+          F* blk = lt + v0 * R;
+          const F* f = bmax + vb * R;
+          for (int64_t v = 0; v < nv; ++v) {
+            F* row = blk + v * R;
+            for (int64_t t = 0; t < nc; ++t) row[t] *= f[t];
+          }
+          for (int64_t t = 0; t < nc; ++t)
+            if (tg[t] >= v0 && tg[t] < v0 + nv) blk[(tg[t] - v0) * R + t] -= dloss;
+          // dW[v0 : v0+nv] += dLᵀ[v0 : v0+nv] Xc   (chunks added in order)
+          gemm::gemm_b(nv, C, nc, StridedView<F>{blk, R, 1}, xb, 0, 0, dweight + v0 * C, C, true);
+          // dX_g (+)= dL[:, v0 : v0+nv] W[v0 : v0+nv]   (the group's blocks in order)
+          gemm::gemm_b(nc, C, nv, StridedView<F>{blk, 1, R}, wn, v0, 0, part, C, vb != g * nvb / ng);
         }
-        for (int64_t t = 0; t < nc; ++t)
-          if (tg[t] >= v0 && tg[t] < v0 + nv) blk[(tg[t] - v0) * R + t] -= dloss;
-        // dW[v0 : v0+nv] += dLᵀ[v0 : v0+nv] Xc   (chunks added in order)
-        gemm::gemm_b(nv, C, nc, StridedView<F>{blk, R, 1}, xb, 0, 0, dweight + v0 * C, C, true);
       }
-#pragma omp for schedule(dynamic, 1)
-      for (int64_t task = 0; task < ndx; ++task) {  // dX[:, c0:c0+ncol] (+)= dL W[:, c0:c0+ncol]
-        const int64_t c0 = task * kDxCols, ncol = std::min(kDxCols, C - c0);
-        gemm::gemm_b(nc, ncol, V, StridedView<F>{lt, 1, R}, wn, 0, c0, dinp + r0 * C + c0, C, accumulate);
+#pragma omp for schedule(static)
+      for (int64_t t = 0; t < nc; ++t) {
+        F* dx = dinp + (r0 + t) * C;
+        for (int64_t g = 0; g < ng; ++g) {
+          const F* p = s.dx_part + g * R * C + t * C;
+          if (g == 0 && !accumulate)
+            for (int64_t c = 0; c < C; ++c) dx[c] = p[c];
+          else
+            for (int64_t c = 0; c < C; ++c) dx[c] += p[c];
+        }
       }
     }
   }
@@ -447,24 +536,31 @@ double lm_head_ce(F* dinp, F* dweight, double* losses, const F* inp, const F* we
 }
 
 // ---------------------------------------------------------------- instantiations
-#define PG_LAYERS_INSTANTIATE(F)                                                                                  \
-  template void parallel_zero<F>(F*, size_t);                                                                    \
-  template void embedding_forward<F>(F*, const int32_t*, const F*, int64_t, int64_t);                            \
-  template void embedding_backward<F>(F*, const F*, const int32_t*, int64_t, int64_t);                           \
-  template void rmsnorm_forward<F>(F*, F*, const F*, const F*, int64_t, int64_t, F);                             \
-  template void rmsnorm_backward<F>(F*, F*, F*, const F*, const F*, const F*, const F*, int64_t, int64_t);       \
-  template void linear_forward<F>(F*, const F*, const F*, const F*, int64_t, int64_t, int64_t, F*);              \
-  template void linear_backward<F>(F*, F*, const F*, const F*, const F*, int64_t, int64_t, int64_t, F*, F*, bool); \
-  template void rope_tables<F>(F*, F*, int64_t, int64_t, double);                                                \
-  template void rope_forward<F>(F*, const F*, const F*, int64_t, int64_t, int64_t, int64_t);                     \
-  template void rope_backward<F>(F*, const F*, const F*, int64_t, int64_t, int64_t, int64_t);                    \
-  template void attention_forward<F>(F*, F*, const F*, int64_t, int64_t, int64_t, int64_t);                      \
-  template void attention_backward<F>(F*, const F*, const F*, const F*, const F*, int64_t, int64_t, int64_t,     \
-                                      int64_t, bool);                                                            \
-  template void gelu_forward<F>(F*, const F*, int64_t, int64_t);                                                 \
-  template void gelu_backward<F>(F*, const F*, const F*, int64_t, int64_t, bool);                                \
-  template double lm_head_ce<F>(F*, F*, double*, const F*, const F*, const int32_t*, int64_t, int64_t, int64_t, \
-                                F, const LmHeadScratch<F>&, bool);
+#define PG_LAYERS_INSTANTIATE(F)                                                                                      \
+  template void parallel_zero<F>(F*, size_t);                                                                         \
+  template void embedding_forward<F>(F*, const int32_t*, const F*, int64_t, int64_t);                                 \
+  template void embedding_backward<F>(F*, const F*, const int32_t*, int64_t, int64_t);                                \
+  template void rmsnorm_forward<F>(F*, F*, const F*, const F*, int64_t, int64_t, F);                                  \
+  template void rmsnorm_backward<F>(F*, F*, F*, const F*, const F*, const F*, const F*, int64_t, int64_t);            \
+  template void rmsnorm_forward_rows<F>(F*, F*, const F*, const F*, int64_t, int64_t, int64_t, F);                    \
+  template void rmsnorm_backward_rows<F>(F*, F*, const F*, const F*, const F*, const F*, int64_t, int64_t, int64_t);  \
+  template void rmsnorm_reduce<F>(F*, const F*, int64_t, int64_t);                                                    \
+  template void rope_rows<F>(F*, const F*, const F*, int64_t, int64_t, int64_t, int64_t, int64_t, F);                 \
+  template void gelu_forward_rows<F>(F*, const F*, int64_t, int64_t, int64_t);                                        \
+  template void gelu_backward_rows<F>(F*, const F*, const F*, int64_t, int64_t, int64_t, bool);                       \
+  template void linear_forward<F>(F*, const F*, const F*, const F*, int64_t, int64_t, int64_t, F*, RowEpilogue);      \
+  template void linear_backward<F>(F*, F*, const F*, const F*, const F*, int64_t, int64_t, int64_t, F*, F*, bool,     \
+                                   RowEpilogue);                                                                      \
+  template void rope_tables<F>(F*, F*, int64_t, int64_t, double);                                                     \
+  template void rope_forward<F>(F*, const F*, const F*, int64_t, int64_t, int64_t, int64_t);                          \
+  template void rope_backward<F>(F*, const F*, const F*, int64_t, int64_t, int64_t, int64_t);                         \
+  template void attention_forward<F>(F*, F*, const F*, int64_t, int64_t, int64_t, int64_t);                           \
+  template void attention_backward<F>(F*, const F*, const F*, const F*, const F*, int64_t, int64_t, int64_t, int64_t, \
+                                      bool, const F*, const F*);                                                      \
+  template void gelu_forward<F>(F*, const F*, int64_t, int64_t);                                                      \
+  template void gelu_backward<F>(F*, const F*, const F*, int64_t, int64_t, bool);                                     \
+  template double lm_head_ce<F>(F*, F*, double*, const F*, const F*, const int32_t*, int64_t, int64_t, int64_t, F,    \
+                                const LmHeadScratch<F>&, bool);
 
 PG_LAYERS_INSTANTIATE(float)
 PG_LAYERS_INSTANTIATE(double)

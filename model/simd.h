@@ -118,6 +118,27 @@ inline T exp_shift_sum(T* x, int64_t n, T shift) {
   return s;
 }
 
+// x[j] = exp(scale * x[j] - shift[j]) for j < n; if sum: sum[j] += the new x[j]. (Attention softmax rows.)
+template <class T>
+inline void exp_affine_row(T* x, const T* shift, T scale, T* sum, int64_t n) {
+#if PG_SIMD_AVX512
+  if constexpr (std::is_same_v<T, float>) {
+    const __m512 sc = _mm512_set1_ps(scale);
+    for (int64_t j = 0; j < n; j += 16) {
+      const __mmask16 m = tail_mask(n - j);
+      const __m512 e = exp16(_mm512_fmsub_ps(sc, _mm512_maskz_loadu_ps(m, x + j), _mm512_maskz_loadu_ps(m, shift + j)));
+      _mm512_mask_storeu_ps(x + j, m, e);
+      if (sum) _mm512_mask_storeu_ps(sum + j, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, sum + j), e));
+    }
+    return;
+  }
+#endif
+  for (int64_t j = 0; j < n; ++j) {
+    x[j] = exp_s(static_cast<T>(scale * x[j] - shift[j]));
+    if (sum) sum[j] += x[j];
+  }
+}
+
 template <class T>
 inline T vmax(const T* x, int64_t n) {
 #if PG_SIMD_AVX512

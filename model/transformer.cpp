@@ -127,13 +127,15 @@ TransformerT<F>::TransformerT(const ModelConfig& cfg, int64_t micro_batch) : cfg
   take(a.rope_sin, T * (HD / 2));
   a.lm.rows = std::min(layers::lm_head_rows(V), N);
   take(a.lm.logits, a.lm.rows * V);
+  take(a.lm.dx_part, layers::kLmGroups * a.lm.rows * C);
   a.lm.vocab_block = layers::lm_head_vocab_block(a.lm.rows);
   take(a.lm.stats, (2 * ((V + a.lm.vocab_block - 1) / a.lm.vocab_block) + 1) * a.lm.rows);
   if constexpr (std::is_same_v<F, float>) {  // packed GEMM operands (the double path uses plain views)
     using gemm::packed_a_floats;
     using gemm::packed_b_floats;
     int64_t pw = 0;
-    for (auto [K, Nn] : std::initializer_list<std::pair<int64_t, int64_t>>{{C, 3 * C}, {C, C}, {C, H}, {H, C}, {3 * C, C}})
+    for (auto [K, Nn] :
+         std::initializer_list<std::pair<int64_t, int64_t>>{{C, 3 * C}, {C, C}, {C, H}, {H, C}, {3 * C, C}})
       pw = std::max(pw, packed_b_floats(K, Nn));
     take(a.pack_w, pw);
     take(a.pack_x, std::max(packed_b_floats(N, C), packed_b_floats(N, H)));
@@ -257,48 +259,80 @@ double TransformerT<F>::run(const int32_t* windows, int64_t B, float loss_scale,
       if (injector_ && injector_->injects(l)) injector_->inject_backward(l, dx, N);
   };
 
-  // ---- forward
+  auto injects = [&](int64_t l) {
+    if constexpr (std::is_same_v<F, float>) return injector_ != nullptr && injector_->injects(l);
+    return false;
+  };
+
+  // ---- forward. Row-wise ops run as epilogues of the GEMM tasks that finish those rows (layers.h).
   embedding_forward(a.resid[0], a.inputs.data(), P("tok_emb"), N, C);
   inject_fwd(0, a.resid[0]);
+  rmsnorm_forward(a.ln1[0], a.rstd1[0], a.resid[0], P("blocks.0.attn_norm"), N, C, eps);
   for (int64_t l = 0; l < L; ++l) {
     const std::string p = "blocks." + std::to_string(l) + ".";
-    rmsnorm_forward(a.ln1[l], a.rstd1[l], a.resid[l], P(p + "attn_norm"), N, C, eps);
-    linear_forward(a.qkv[l], a.ln1[l], P(p + "w_qkv"), static_cast<const F*>(nullptr), N, C, 3 * C, a.pack_w);
-    rope_forward(a.qkv[l], a.rope_cos, a.rope_sin, B, T, C, NH);
+    const F* mlp_norm = P(p + "mlp_norm");
+    // qkv = ln1 W_qkvᵀ, then RoPE on q, k
+    linear_forward(
+        a.qkv[l], a.ln1[l], P(p + "w_qkv"), static_cast<const F*>(nullptr), N, C, 3 * C, a.pack_w,
+        [&](int64_t r0, int64_t nr, int64_t) { rope_rows(a.qkv[l], a.rope_cos, a.rope_sin, r0, nr, T, C, NH, F(1)); });
     attention_forward(a.att[l], a.lse[l], a.qkv[l], B, T, C, NH);
-    linear_forward(a.resid_mid[l], a.att[l], P(p + "w_o"), a.resid[l], N, C, C, a.pack_w);
-    rmsnorm_forward(a.ln2[l], a.rstd2[l], a.resid_mid[l], P(p + "mlp_norm"), N, C, eps);
-    linear_forward(a.fc[l], a.ln2[l], P(p + "w_fc"), static_cast<const F*>(nullptr), N, C, H, a.pack_w);
-    gelu_forward(a.gelu[l], a.fc[l], N, H);
-    linear_forward(a.resid[l + 1], a.gelu[l], P(p + "w_proj"), a.resid_mid[l], N, H, C, a.pack_w);
-    if (l + 1 < L) inject_fwd(l + 1, a.resid[l + 1]);
+    // resid_mid = resid + att W_oᵀ, then ln2 = RMSNorm(resid_mid)
+    linear_forward(a.resid_mid[l], a.att[l], P(p + "w_o"), a.resid[l], N, C, C, a.pack_w,
+                   [&](int64_t r0, int64_t nr, int64_t) {
+                     rmsnorm_forward_rows(a.ln2[l], a.rstd2[l], a.resid_mid[l], mlp_norm, r0, nr, C, eps);
+                   });
+    // gelu = GELU(ln2 W_fcᵀ)
+    linear_forward(a.fc[l], a.ln2[l], P(p + "w_fc"), static_cast<const F*>(nullptr), N, C, H, a.pack_w,
+                   [&](int64_t r0, int64_t nr, int64_t) { gelu_forward_rows(a.gelu[l], a.fc[l], r0, nr, H); });
+    // resid[l+1] = resid_mid + gelu W_projᵀ, then the next norm (unless an injection comes first)
+    const bool last = l + 1 == L, inject_next = !last && injects(l + 1);
+    F* next_ln = last ? a.lnf : a.ln1[l + 1];
+    F* next_rstd = last ? a.rstdf : a.rstd1[l + 1];
+    const F* next_w = last ? P("final_norm") : P("blocks." + std::to_string(l + 1) + ".attn_norm");
+    linear_forward(a.resid[l + 1], a.gelu[l], P(p + "w_proj"), a.resid_mid[l], N, H, C, a.pack_w,
+                   [&](int64_t r0, int64_t nr, int64_t) {
+                     if (!inject_next) rmsnorm_forward_rows(next_ln, next_rstd, a.resid[l + 1], next_w, r0, nr, C, eps);
+                   });
+    if (inject_next) {
+      inject_fwd(l + 1, a.resid[l + 1]);
+      rmsnorm_forward(next_ln, next_rstd, a.resid[l + 1], next_w, N, C, eps);
+    }
   }
-  rmsnorm_forward(a.lnf, a.rstdf, a.resid[L], P("final_norm"), N, C, eps);
   const F dloss = static_cast<F>(static_cast<double>(loss_scale) / static_cast<double>(N));
-  const double loss = lm_head_ce(backward ? a.dln : static_cast<F*>(nullptr), G("lm_head"), token_losses_.data(),
-                                 a.lnf, P("lm_head"), a.targets.data(), N, C, V, dloss, a.lm, /*accumulate=*/false);
+  const double loss = lm_head_ce(backward ? a.dln : static_cast<F*>(nullptr), G("lm_head"), token_losses_.data(), a.lnf,
+                                 P("lm_head"), a.targets.data(), N, C, V, dloss, a.lm, /*accumulate=*/false);
   last_n_ = N;
   if (!backward) return loss;
 
   // ---- backward (dres: gradient w.r.t. the residual stream, carried down through the blocks). Activation
-  // gradients with a single producer are overwritten (accumulate = false) rather than zeroed and added to.
+  // gradients with a single producer are overwritten (accumulate = false) rather than zeroed and added to;
+  // row-wise backward ops run as epilogues of the GEMM tasks that produce their input rows.
+  const int64_t nblk = (N + kNormRows - 1) / kNormRows;
   parallel_zero(a.dres, N * C);
   rmsnorm_backward(a.dres, G("final_norm"), a.norm_partials, a.dln, a.resid[L], P("final_norm"), a.rstdf, N, C);
   for (int64_t l = L - 1; l >= 0; --l) {
     const std::string p = "blocks." + std::to_string(l) + ".";
+    const F* mlp_norm = P(p + "mlp_norm");
+    const F* attn_norm = P(p + "attn_norm");
     // MLP: resid[l+1] = resid_mid + W_proj gelu(W_fc ln2(resid_mid))
-    linear_backward(a.dgelu, G(p + "w_proj"), a.dres, a.gelu[l], P(p + "w_proj"), N, H, C, a.pack_w, a.pack_x, false);
-    gelu_backward(a.dfc, a.fc[l], a.dgelu, N, H, false);
-    linear_backward(a.dln, G(p + "w_fc"), a.dfc, a.ln2[l], P(p + "w_fc"), N, C, H, a.pack_w, a.pack_x, false);
-    rmsnorm_backward(a.dres, G(p + "mlp_norm"), a.norm_partials, a.dln, a.resid_mid[l], P(p + "mlp_norm"),
-                     a.rstd2[l], N, C);
+    linear_backward(
+        a.dgelu, G(p + "w_proj"), a.dres, a.gelu[l], P(p + "w_proj"), N, H, C, a.pack_w, a.pack_x, false,
+        [&](int64_t r0, int64_t nr, int64_t) { gelu_backward_rows(a.dfc, a.fc[l], a.dgelu, r0, nr, H, false); });
+    linear_backward(a.dln, G(p + "w_fc"), a.dfc, a.ln2[l], P(p + "w_fc"), N, C, H, a.pack_w, a.pack_x, false,
+                    [&](int64_t r0, int64_t nr, int64_t task) {
+                      rmsnorm_backward_rows(a.dres, a.norm_partials + task * C, a.dln, a.resid_mid[l], mlp_norm,
+                                            a.rstd2[l], r0, nr, C);
+                    });
+    rmsnorm_reduce(G(p + "mlp_norm"), a.norm_partials, nblk, C);
     // attention: resid_mid = resid[l] + W_o attn(rope(W_qkv ln1(resid[l])))
     linear_backward(a.datt, G(p + "w_o"), a.dres, a.att[l], P(p + "w_o"), N, C, C, a.pack_w, a.pack_x, false);
-    attention_backward(a.dqkv, a.datt, a.qkv[l], a.att[l], a.lse[l], B, T, C, NH, false);
-    rope_backward(a.dqkv, a.rope_cos, a.rope_sin, B, T, C, NH);
-    linear_backward(a.dln, G(p + "w_qkv"), a.dqkv, a.ln1[l], P(p + "w_qkv"), N, C, 3 * C, a.pack_w, a.pack_x, false);
-    rmsnorm_backward(a.dres, G(p + "attn_norm"), a.norm_partials, a.dln, a.resid[l], P(p + "attn_norm"), a.rstd1[l],
-                     N, C);
+    attention_backward(a.dqkv, a.datt, a.qkv[l], a.att[l], a.lse[l], B, T, C, NH, false, a.rope_cos, a.rope_sin);
+    linear_backward(a.dln, G(p + "w_qkv"), a.dqkv, a.ln1[l], P(p + "w_qkv"), N, C, 3 * C, a.pack_w, a.pack_x, false,
+                    [&](int64_t r0, int64_t nr, int64_t task) {
+                      rmsnorm_backward_rows(a.dres, a.norm_partials + task * C, a.dln, a.resid[l], attn_norm,
+                                            a.rstd1[l], r0, nr, C);
+                    });
+    rmsnorm_reduce(G(p + "attn_norm"), a.norm_partials, nblk, C);
     inject_bwd(l, a.dres);
   }
   embedding_backward(G("tok_emb"), a.dres, a.inputs.data(), N, C);

@@ -87,11 +87,7 @@ class TransformerT {
   std::span<const double> token_losses() const { return {token_losses_.data(), static_cast<size_t>(last_n_)}; }
 
   // The residual injector (memory tables); nullptr = none. Not owned.
-  void set_injector(ResidualInjector* inj)
-    requires std::is_same_v<F, float>
-  {
-    injector_ = inj;
-  }
+  void set_injector(ResidualInjector* inj) requires std::is_same_v<F, float> { injector_ = inj; }
 
   // 6 * (parameters excluding tok_emb) + 12 * L * T * C  (PERFORMANCE.md convention).
   static double flops_per_token(const ModelConfig& cfg);

@@ -23,10 +23,13 @@ std::vector<float> randn(size_t n, uint32_t seed) {
 }
 
 // C = A B with A (M x K), B (K x N) in the four layouts, against a double reference.
-TEST(Gemm, MatchesReferenceForAllLayoutsAndEdgeShapes) {
-  struct Shape { int64_t M, N, K; };
+TEST(ModelGemm, MatchesReferenceForAllLayoutsAndEdgeShapes) {
+  struct Shape {
+    int64_t M, N, K;
+  };
   double worst = 0;
-  for (Shape s : {Shape{1, 1, 1}, {3, 70, 33}, {14, 32, 16}, {15, 33, 17}, {37, 45, 19}, {112, 96, 400}, {29, 513, 770}}) {
+  for (Shape s :
+       {Shape{1, 1, 1}, {3, 70, 33}, {14, 32, 16}, {15, 33, 17}, {37, 45, 19}, {112, 96, 400}, {29, 513, 770}}) {
     for (int ta = 0; ta < 2; ++ta)
       for (int tb = 0; tb < 2; ++tb)
         for (int acc = 0; acc < 2; ++acc) {
@@ -52,7 +55,7 @@ TEST(Gemm, MatchesReferenceForAllLayoutsAndEdgeShapes) {
   std::printf("[gemm] max |error| / sum_k |a b| = %.3g\n", worst);
 }
 
-TEST(Gemm, PackedOperandWithOffsetsMatchesUnpacked) {
+TEST(ModelGemm, PackedOperandWithOffsetsMatchesUnpacked) {
   const int64_t K = 300, N = 200, M = 50;
   auto B = randn(K * N, 4), A = randn(M * K, 5);
   std::vector<float> packed(gemm::packed_b_floats(K, N));
@@ -63,7 +66,19 @@ TEST(Gemm, PackedOperandWithOffsetsMatchesUnpacked) {
   std::vector<float> c1(M * nn), c2(M * nn);
   gemm::gemm_b(M, nn, kk, View{A.data(), K, 1}, op, k0, n0, c1.data(), nn, false);
   gemm::gemm(M, nn, kk, View{A.data(), K, 1}, View{B.data() + k0 * N + n0, N, 1}, c2.data(), nn, false);
-  EXPECT_EQ(c1, c2);  // same kernel, same k blocking: bit-identical
+#if defined(__AVX512F__)
+  const bool exact = true;  // same kernel, same k blocking: bit-identical
+#else
+  const bool exact = false;  // the portable fallback goes through Eigen, whose blocking depends on the shape
+#endif
+  auto expect_same = [&](const std::vector<float>& x, const std::vector<float>& y) {
+    if (exact) {
+      EXPECT_EQ(x, y);
+    } else {
+      for (size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(x[i], y[i], 1e-4f * (1 + std::abs(y[i])));
+    }
+  };
+  expect_same(c1, c2);
   // A pre-packed as well: rows [14, 14 + 30) of A, same k range
   std::vector<float> pa(gemm::packed_a_floats(M, K));
   const auto aop = gemm::make_a(pa.data(), View{A.data(), K, 1}, M, K);
@@ -72,11 +87,11 @@ TEST(Gemm, PackedOperandWithOffsetsMatchesUnpacked) {
   gemm::gemm_ab(30, nn, kk, aop, 14, op, k0, n0, c3.data(), nn, false);
   gemm::gemm(30, nn, kk, View{A.data() + 14 * K + k0, K, 1}, View{B.data() + k0 * N + n0, N, 1}, c4.data(), nn, false);
   gemm::gemm_a(30, nn, kk, aop, 14, k0, View{B.data() + k0 * N + n0, N, 1}, c5.data(), nn, false);
-  EXPECT_EQ(c3, c4);
-  EXPECT_EQ(c5, c4);
+  expect_same(c3, c4);
+  expect_same(c5, c4);
 }
 
-TEST(Simd, ExpErfGeluMatchStd) {
+TEST(ModelSimd, ExpErfGeluMatchStd) {
   std::vector<float> x;
   for (float v = -100.0f; v <= 88.0f; v += 0.0371f) x.push_back(v);
   x.push_back(-std::numeric_limits<float>::infinity());
@@ -112,7 +127,7 @@ TEST(Simd, ExpErfGeluMatchStd) {
   EXPECT_LT(de, 1e-6);
 }
 
-TEST(Simd, ReductionsAreExactEnoughAndTailSafe) {
+TEST(ModelSimd, ReductionsAreExactEnoughAndTailSafe) {
   for (int64_t n : {1, 15, 16, 17, 100, 1000}) {
     auto a = randn(n, 7), b = randn(n, 8);
     double dot = 0, sum = 0, mx = -1e30;

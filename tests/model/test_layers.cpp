@@ -67,7 +67,7 @@ void report(const char* what, double err) { std::printf("[fd] %-28s max rel erro
 
 // Finite differences call each layer thousands of times on tiny inputs: run them on one thread (the layers'
 // results do not depend on the thread count; BitIdenticalAcrossThreadCounts in test_transformer.cpp checks it).
-class LayersFd : public ::testing::Test {
+class ModelLayers : public ::testing::Test {
  protected:
   void SetUp() override {
     saved_ = omp_get_max_threads();
@@ -80,7 +80,7 @@ class LayersFd : public ::testing::Test {
 constexpr double kTolD = 1e-6;  // double: finite differences vs analytic
 constexpr double kTolF = 2e-5;  // float instantiation vs double
 
-TEST_F(LayersFd, Embedding) {
+TEST_F(ModelLayers, Embedding) {
   const int64_t N = 9, C = 6, V = 11;
   std::vector<int32_t> tok = {3, 0, 10, 3, 7, 7, 7, 1, 3};
   VecD wte = randn(V * C, 1), R = randn(N * C, 2), out(N * C), dwte(V * C, 0.0);
@@ -95,7 +95,7 @@ TEST_F(LayersFd, Embedding) {
   EXPECT_LT(e, kTolD);
 }
 
-TEST_F(LayersFd, RmsNorm) {
+TEST_F(ModelLayers, RmsNorm) {
   for (int64_t N : {5, 130}) {  // 130: three weight-gradient partial blocks
     const int64_t C = 12;
     VecD x = randn(N * C, 3), w = randn(C, 4, 0.3), R = randn(N * C, 5), out(N * C), rstd(N);
@@ -124,7 +124,7 @@ TEST_F(LayersFd, RmsNorm) {
   }
 }
 
-TEST_F(LayersFd, Linear) {
+TEST_F(ModelLayers, Linear) {
   const int64_t N = 130, C = 70, OC = 45;  // two token tasks; edges in every packing direction
   VecD x = randn(N * C, 6), W = randn(OC * C, 7, 0.2), res = randn(N * OC, 8), R = randn(N * OC, 9);
   VecD out(N * OC), dx(N * C, 0.0), dW(OC * C, 0.0);
@@ -156,7 +156,7 @@ TEST_F(LayersFd, Linear) {
   for (size_t i = 0; i < dW2.size(); ++i) EXPECT_NEAR(dW2[i], 2 * dWf[i], 1e-5 * (1 + std::abs(dWf[i])));
 }
 
-TEST_F(LayersFd, Rope) {
+TEST_F(ModelLayers, Rope) {
   const int64_t B = 2, T = 5, C = 8, NH = 2, HD = C / NH;
   VecD cs(T * HD / 2), sn(T * HD / 2);
   rope_tables(cs.data(), sn.data(), T, HD, 10000.0);
@@ -203,7 +203,7 @@ VecD naive_attention(const VecD& qkv, int64_t B, int64_t T, int64_t C, int64_t N
   return out;
 }
 
-TEST_F(LayersFd, Attention) {
+TEST_F(ModelLayers, Attention) {
   const int64_t B = 2, T = 70, C = 8, NH = 2;  // T = 70: a full and a partial query block
   VecD qkv = randn(B * T * 3 * C, 12), R = randn(B * T * C, 13), out(B * T * C), lse(B * NH * T);
   auto loss = [&] {
@@ -229,7 +229,28 @@ TEST_F(LayersFd, Attention) {
   EXPECT_EQ(dq2, dqf);
 }
 
-TEST_F(LayersFd, AttentionWideHeadsFloat) {  // the head widths of the real shapes (32, 64), float vs double
+// attention_backward with the inverse RoPE fused in equals attention_backward followed by rope_backward.
+TEST_F(ModelLayers, AttentionBackwardWithFusedRope) {
+  const int64_t B = 2, T = 70, C = 16, NH = 2, HD = C / NH;
+  VecD qkv = randn(B * T * 3 * C, 21), R = randn(B * T * C, 22), out(B * T * C), lse(B * NH * T);
+  VecD cs(T * HD / 2), sn(T * HD / 2);
+  rope_tables(cs.data(), sn.data(), T, HD, 10000.0);
+  attention_forward(out.data(), lse.data(), qkv.data(), B, T, C, NH);
+  VecD d1(qkv.size(), 0.0), d2(qkv.size(), 0.0);
+  attention_backward(d1.data(), R.data(), qkv.data(), out.data(), lse.data(), B, T, C, NH, false);
+  rope_backward(d1.data(), cs.data(), sn.data(), B, T, C, NH);
+  attention_backward(d2.data(), R.data(), qkv.data(), out.data(), lse.data(), B, T, C, NH, false, cs.data(), sn.data());
+  EXPECT_LT(rel_diff(d2, d1), 1e-14);
+  VecF qf = to_f(qkv), Rf = to_f(R), of = to_f(out), lf = to_f(lse), csf = to_f(cs), snf = to_f(sn);
+  VecF f1(qkv.size(), 0.f), f2(qkv.size(), 0.f);
+  attention_backward(f1.data(), Rf.data(), qf.data(), of.data(), lf.data(), B, T, C, NH, false);
+  rope_backward(f1.data(), csf.data(), snf.data(), B, T, C, NH);
+  attention_backward(f2.data(), Rf.data(), qf.data(), of.data(), lf.data(), B, T, C, NH, false, csf.data(), snf.data());
+  EXPECT_LT(rel_diff(f2, f1), 1e-6);
+  EXPECT_LT(rel_diff(f2, d1), kTolF);
+}
+
+TEST_F(ModelLayers, AttentionWideHeadsFloat) {  // the head widths of the real shapes (32, 64), float vs double
   for (int64_t HD : {32, 64}) {
     const int64_t B = 1, T = 150, NH = 2, C = NH * HD;
     VecD qkv = randn(B * T * 3 * C, 14, 0.5), R = randn(B * T * C, 15), out(B * T * C), lse(B * NH * T);
@@ -244,7 +265,7 @@ TEST_F(LayersFd, AttentionWideHeadsFloat) {  // the head widths of the real shap
   }
 }
 
-TEST_F(LayersFd, Gelu) {
+TEST_F(ModelLayers, Gelu) {
   const int64_t N = 3, H = 40;
   VecD x(N * H), R = randn(N * H, 16), out(N * H), dx(N * H, 0.0);
   for (int64_t i = 0; i < N * H; ++i) x[i] = -5.0 + 10.0 * double(i) / double(N * H);
@@ -270,7 +291,7 @@ TEST_F(LayersFd, Gelu) {
 // Scratch for the LM head with chunks of `rows` tokens (packed buffers only for float).
 template <class F>
 struct LmScratchOwner {
-  std::vector<F> wa, wn, xt, x, logits, stats;
+  std::vector<F> wa, wn, xt, x, dxp, logits, stats;
   LmHeadScratch<F> s;
   LmScratchOwner(int64_t V, int64_t C, int64_t rows, int64_t vocab_block) {
     if constexpr (std::is_same_v<F, float>) {
@@ -280,13 +301,15 @@ struct LmScratchOwner {
       x.resize(gemm::packed_b_floats(rows, C));
     }
     logits.resize(V * rows);
+    dxp.resize(kLmGroups * rows * C);
     stats.resize((2 * ((V + vocab_block - 1) / vocab_block) + 1) * rows);
-    s = LmHeadScratch<F>{wa.data(), wn.data(), xt.data(), x.data(), logits.data(), stats.data(), rows, vocab_block};
+    s = LmHeadScratch<F>{wa.data(),     wn.data(),    xt.data(), x.data(),   dxp.data(),
+                         logits.data(), stats.data(), rows,      vocab_block};
   }
 };
 
-TEST_F(LayersFd, LmHeadCrossEntropy) {
-  const int64_t N = 80, C = 8, V = 1100, rows = 32, vb = 504;  // 3 token chunks (last partial), 3 vocab blocks
+TEST_F(ModelLayers, LmHeadCrossEntropy) {
+  const int64_t N = 80, C = 8, V = 1100, rows = 32, vb = 126;  // 3 token chunks (last partial), 9 vocab blocks
   VecD x = randn(N * C, 17), W = randn(V * C, 18, 0.5), losses(N), dx(N * C, 0.0), dW(V * C, 0.0);
   std::vector<int32_t> tgt(N);
   for (int64_t n = 0; n < N; ++n) tgt[n] = static_cast<int32_t>((n * 977) % V);
@@ -329,7 +352,8 @@ TEST_F(LayersFd, LmHeadCrossEntropy) {
   EXPECT_LT(rel_diff(dxf, dx), kTolF);
   EXPECT_LT(rel_diff(dWf, dW), kTolF);
   VecF dx2(N * C, 3.f), dW2(V * C, 0.f);
-  lm_head_ce(dx2.data(), dW2.data(), lossf.data(), xf.data(), Wf.data(), tgt.data(), N, C, V, float(dloss), sf.s, false);
+  lm_head_ce(dx2.data(), dW2.data(), lossf.data(), xf.data(), Wf.data(), tgt.data(), N, C, V, float(dloss), sf.s,
+             false);
   EXPECT_EQ(dx2, dxf);
   EXPECT_EQ(dW2, dWf);
 }

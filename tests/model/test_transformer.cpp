@@ -96,7 +96,7 @@ struct OneThread {
   ~OneThread() { omp_set_num_threads(saved); }
 };
 
-TEST(Transformer, GradientCheckDouble) {
+TEST(ModelTransformer, GradientCheckDouble) {
   OneThread one;
   const ModelConfig c = tiny_config();
   TransformerT<double> m(c, 2);
@@ -110,7 +110,7 @@ TEST(Transformer, GradientCheckDouble) {
   EXPECT_LT(e, 1e-6);
 }
 
-TEST(Transformer, FloatMatchesDoubleAndLooseFd) {
+TEST(ModelTransformer, FloatMatchesDoubleAndLooseFd) {
   OneThread one;
   const ModelConfig c = tiny_config();
   TransformerT<double> md(c, 2);
@@ -135,7 +135,7 @@ TEST(Transformer, FloatMatchesDoubleAndLooseFd) {
   EXPECT_LT(ef, 5e-2);
 }
 
-TEST(Transformer, ParamLayoutAndFlops) {
+TEST(ModelTransformer, ParamLayoutAndFlops) {
   ModelConfig c;  // the paper shape: 61.0M parameters, 10.6M inside blocks (SPEC §2)
   EXPECT_EQ(Transformer::count_params(c), 2 * 65536 * 384 + 6 * (2 * 384 + 12 * 384 * 384) + 384);
   EXPECT_NEAR(Transformer::count_params(c) / 1e6, 61.0, 0.1);
@@ -157,7 +157,7 @@ TEST(Transformer, ParamLayoutAndFlops) {
   EXPECT_THROW(m.param_info("nope"), InternalError);
 }
 
-TEST(Transformer, InitDeterministicPerSeedAndScheme) {
+TEST(ModelTransformer, InitDeterministicPerSeedAndScheme) {
   const ModelConfig c = tiny_config();
   Transformer a(c, 1), b(c, 1), d(c, 1);
   a.init(42);
@@ -186,7 +186,7 @@ TEST(Transformer, InitDeterministicPerSeedAndScheme) {
 
 // A model big enough that every layer splits into several tasks (token blocks, query blocks, vocab blocks,
 // LM-head token chunks), run with 1 and 2 threads and twice: all bits must agree.
-TEST(Transformer, BitIdenticalAcrossThreadCountsAndRuns) {
+TEST(ModelTransformer, BitIdenticalAcrossThreadCountsAndRuns) {
   ModelConfig c;
   c.layers = 2;
   c.d_model = 64;
@@ -214,7 +214,7 @@ TEST(Transformer, BitIdenticalAcrossThreadCountsAndRuns) {
   EXPECT_TRUE(bit_equal(grads[0], grads[2])) << "run to run";
 }
 
-TEST(Transformer, ForwardLossEqualsForwardBackwardAndGradsAccumulate) {
+TEST(ModelTransformer, ForwardLossEqualsForwardBackwardAndGradsAccumulate) {
   ModelConfig c = tiny_config();
   c.init_std = 0.02;
   Transformer m(c, 3);
@@ -236,7 +236,7 @@ TEST(Transformer, ForwardLossEqualsForwardBackwardAndGradsAccumulate) {
   for (int64_t t = 0; t < c.context; ++t) EXPECT_EQ(m.token_losses()[t], per[t]);
 }
 
-TEST(Transformer, OverfitsAShortSequenceWithAdam) {
+TEST(ModelTransformer, OverfitsAShortSequenceWithAdam) {
   OneThread one;
   ModelConfig c = tiny_config();
   c.init_std = 0.02;
@@ -283,7 +283,7 @@ struct TestInjector : ResidualInjector {
   }
 };
 
-TEST(Transformer, ResidualInjectorGradientAndZeroInjection) {
+TEST(ModelTransformer, ResidualInjectorGradientAndZeroInjection) {
   const ModelConfig c = tiny_config();
   const int64_t B = 2, N = B * c.context;
   Transformer m(c, B);
@@ -325,7 +325,7 @@ TEST(Transformer, ResidualInjectorGradientAndZeroInjection) {
   EXPECT_EQ(m.forward_loss(w.data(), B), base);
 }
 
-TEST(Transformer, RejectsBadTokenIds) {
+TEST(ModelTransformer, RejectsBadTokenIds) {
   const ModelConfig c = tiny_config();
   Transformer m(c, 2);
   m.init(1);
@@ -346,7 +346,7 @@ TEST(Transformer, RejectsBadTokenIds) {
   EXPECT_THROW(m.forward_loss(w.data(), 2), UserError);
 }
 
-TEST(Transformer, ConfigValidation) {
+TEST(ModelTransformer, ConfigValidation) {
   ModelConfig c = tiny_config();
   c.heads = 3;  // 16 % 3 != 0
   try {
