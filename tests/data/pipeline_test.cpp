@@ -11,6 +11,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "tests/data/temp_dir.h"
 #include "data/corpus_reader.h"
 #include "data/hash.h"
 #include "data/pipeline.h"
@@ -19,17 +20,7 @@ namespace pg::data {
 namespace {
 namespace fs = std::filesystem;
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    path = fs::temp_directory_path() /
-           ("pg_data_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()) + "_" +
-            std::to_string(::getpid()));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
+using testing::TempDir;
 
 const std::string kFixture = PG_TEST_DATA "/corpus";
 

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "tests/data/temp_dir.h"
 #include "data/sampler.h"
 #include "data/token_store.h"
 
@@ -13,17 +14,7 @@ namespace pg::data {
 namespace {
 namespace fs = std::filesystem;
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    path = fs::temp_directory_path() /
-           ("pg_data_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()) + "_" +
-            std::to_string(::getpid()));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
+using testing::TempDir;
 
 // A store whose id at position p is p (so a window's content reveals where it starts), in documents of 100.
 TokenStore position_store(const TempDir& tmp, uint32_t n_tokens) {

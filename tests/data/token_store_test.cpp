@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/rng.h"
 #include "data/hash.h"
+#include "tests/data/temp_dir.h"
 #include "data/mapped_file.h"
 #include "data/token_store.h"
 
@@ -16,16 +17,7 @@ namespace pg::data {
 namespace {
 namespace fs = std::filesystem;
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    path = fs::temp_directory_path() /
-           ("pg_data_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()) + "_" +
-            std::to_string(::getpid()));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
+struct TempDir : testing::TempDir {
   std::string file(const std::string& n) const { return (path / n).string(); }
 };
 
