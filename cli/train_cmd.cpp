@@ -69,7 +69,9 @@ void register_train_commands(CLI::App& app, int argc, char** argv) {
     c->add_option("--stop-after", stop_after, "stop after this many steps (with a checkpoint), for staged runs");
     c->callback([] {
       ExperimentConfig cfg = load_experiment(config, sets);
-      data::DataSet ds = data::open_dataset(cfg.data, cfg.tokenizer, config);
+      std::string hint = config;  // the config as the user gave it, for the hints of data errors
+      for (const auto& s : sets) hint += " --set " + s;
+      data::DataSet ds = data::open_dataset(cfg.data, cfg.tokenizer, hint);
       TrainOptions opt;
       opt.resume = resume;
       opt.command = command;

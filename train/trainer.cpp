@@ -251,6 +251,7 @@ TrainSummary train(const ExperimentConfig& cfg, const data::DataSet& ds, const T
     }
   }
   if (st.step == total_steps) log.set_status("finished");  // also when resumed after the last step
+  if (steps_this_call == 0 && !log.eval_loss().empty()) sum.final_eval = log.eval_loss().back();
   sum.steps_done = steps_this_call;
   sum.tokens = st.tokens;
   sum.seconds = wall.seconds();

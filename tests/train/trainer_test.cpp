@@ -144,6 +144,12 @@ TEST_F(TrainerTest, ResumeContinuesBitIdentically) {
   EXPECT_EQ(params_of(full.out_dir), params_of(c.train.out_dir));
   EXPECT_EQ(losses_of(full.out_dir), losses_of(c.train.out_dir));
   EXPECT_EQ(full.final_eval, rest.final_eval);
+  // Resuming a finished run does nothing and still reports its final held-out loss.
+  TrainSummary again = run(c, -1, true);
+  EXPECT_EQ(again.steps_done, 0);
+  EXPECT_EQ(again.final_eval, full.final_eval);
+  h5::File f = h5::File::open(c.train.out_dir + "/log.h5");
+  EXPECT_EQ(f.root().attr_string("status"), "finished");
 }
 
 TEST_F(TrainerTest, CheckpointRoundTripAndRefusals) {
