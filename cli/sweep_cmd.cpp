@@ -2,6 +2,8 @@
 // train/sweep.h; this file only parses arguments and prints.
 #include <cstdio>
 #include <filesystem>
+#include <string>
+#include <vector>
 
 #include "cli/commands.h"
 #include "train/sweep.h"
@@ -13,6 +15,7 @@ void register_sweep_commands(CLI::App& app) {
   sweep->require_subcommand(1);
   {
     static std::string spec_path, binary;
+    static std::vector<std::string> only;
     static int64_t parallel = 0;
     static bool dry_run = false;
     CLI::App* c = sweep->add_subcommand("run", "run every unfinished run of a sweep (finished runs are skipped, "
@@ -21,12 +24,15 @@ void register_sweep_commands(CLI::App& app) {
     c->add_option("--parallel", parallel, "runs at a time (default: the sweep's 'parallel'); threads per run = cores / N");
     c->add_flag("--dry-run", dry_run, "list the runs, their hashes and what would be done; write nothing");
     c->add_option("--pagegram", binary, "pagegram binary for the runs (default: this one)");
+    c->add_option("--only", only, "run only the runs whose name matches this shell pattern, e.g. '*-s[012]' or "
+                                  "'pagegram_s*' (repeatable; default: every run)");
     c->callback([] {
       SweepSpec spec = load_sweep(spec_path);
       SweepRunOptions opt;
       opt.parallel = parallel;
       opt.dry_run = dry_run;
       opt.binary = binary;
+      opt.only = only;
       SweepRunResult r = run_sweep(spec, opt);
       if (dry_run) return;
       std::printf("%s", sweep_status_table(spec, expand_sweep(spec)).c_str());

@@ -1,21 +1,16 @@
-// Implementation of memory/readout.h. Matrix products use Eigen (single-threaded per call) on fixed chunks;
+// Implementation of memory/readout.h. Matrix products use core/gemm (single-threaded per call) on fixed chunks;
 // reductions over tokens use double partial sums per fixed chunk, added in chunk order.
 #include "memory/readout.h"
 
-// GCC 12 reports false -Wmaybe-uninitialized inside Eigen's AVX-512 intrinsics with -march=native.
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <Eigen/Core>
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "core/error.h"
+#include "core/gemm.h"
 
 namespace pg::readout {
 namespace {
-
-template <class T>
-using RM = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
 int64_t chunks_of(int64_t n, int64_t c) { return (n + c - 1) / c; }
 // Token rows per projection GEMM (each call re-packs W_V: larger chunks amortize it).
@@ -25,41 +20,36 @@ constexpr int64_t kGemmRows = 512;
 
 template <class T>
 void project_forward(T* e, const T* u, const T* w, int64_t N, int64_t C, int64_t D) {
-  const Eigen::Map<const RM<T>> W(w, C, D);
+  using V = gemm::StridedView<T>;
   const int64_t nc = chunks_of(N, kGemmRows);
 #pragma omp parallel for schedule(static) if (nc > 1)
   for (int64_t c = 0; c < nc; ++c) {
     const int64_t r0 = c * kGemmRows, m = std::min(kGemmRows, N - r0);
-    Eigen::Map<const RM<T>> U(u + r0 * D, m, D);
-    Eigen::Map<RM<T>> E(e + r0 * C, m, C);
-    E.noalias() = U * W.transpose();
+    // E[r0 : r0+m, :] = U[r0 : r0+m, :] · Wᵀ
+    gemm::gemm(m, C, D, V{u + r0 * D, D, 1}, V{w, 1, D}, e + r0 * C, C, false);
   }
 }
 
 template <class T>
 void project_backward(T* du, T* dw, const T* de, const T* u, const T* w, int64_t N, int64_t C, int64_t D) {
-  const Eigen::Map<const RM<T>> W(w, C, D);
+  using V = gemm::StridedView<T>;
   if (du) {
     const int64_t nc = chunks_of(N, kGemmRows);
 #pragma omp parallel for schedule(static) if (nc > 1)
     for (int64_t c = 0; c < nc; ++c) {
       const int64_t r0 = c * kGemmRows, m = std::min(kGemmRows, N - r0);
-      Eigen::Map<const RM<T>> dE(de + r0 * C, m, C);
-      Eigen::Map<RM<T>> dU(du + r0 * D, m, D);
-      dU.noalias() += dE * W;
+      // dU[r0 : r0+m, :] += dE[r0 : r0+m, :] · W
+      gemm::gemm(m, D, C, V{de + r0 * C, C, 1}, V{w, D, 1}, du + r0 * D, D, true);
     }
   }
   // dW in fixed chunks of 256 input columns: each chunk is one GEMM dW[:, d0:d1] += deᵀ · u[:, d0:d1], a full
-  // reduction over N (splitting the C rows instead would re-pack all of u per chunk: 2x slower).
+  // reduction over N (splitting the C rows instead would re-pack all of u per chunk).
   constexpr int64_t kCols = 256;
   const int64_t dc = chunks_of(D, kCols);
-  const Eigen::Map<const RM<T>> dE(de, N, C);
 #pragma omp parallel for schedule(static) if (dc > 1)
   for (int64_t c = 0; c < dc; ++c) {
     const int64_t d0 = c * kCols, m = std::min(kCols, D - d0);
-    Eigen::Map<const RM<T>, 0, Eigen::OuterStride<>> U(u + d0, N, m, Eigen::OuterStride<>(D));
-    Eigen::Map<RM<T>, 0, Eigen::OuterStride<>> dW(dw + d0, C, m, Eigen::OuterStride<>(D));
-    dW.noalias() += dE.transpose() * U;
+    gemm::gemm(C, m, N, V{de, 1, C}, V{u + d0, D, 1}, dw + d0, D, true);
   }
 }
 

@@ -13,7 +13,7 @@
 
 #include "core/error.h"
 #include "core/rng.h"
-#include "model/gemm.h"
+#include "core/gemm.h"
 #include "model/layers.h"
 
 namespace pg {

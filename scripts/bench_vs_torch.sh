@@ -3,15 +3,17 @@
 # (../shared/bench/torch_reference_bench.py, "best tuning" of PERFORMANCE.md: OpenBLAS AVX-512 kernels,
 # pinned threads (one per logical CPU), jemalloc) on shapes A and B, in one run, 2 threads each, one after the other.
 # Usage: scripts/bench_vs_torch.sh [--steps N] [--shapes A,B] [--memory none,flat,engram,pagegram] [--torch-env tuned|plain]
-# --torch-env plain runs PyTorch as installed (no OpenBLAS/pinning/jemalloc changes): on an Intel machine of this
-# kind the "tuned" environment was measured at 124 tok/s on shape B (both threads on one CPU), plain is the default.
+# --torch-env plain runs PyTorch without the pinning/jemalloc/OpenBLAS-kernel settings (default: tuned).
+# Debian's python3-torch calls the system BLAS through libblas.so.3: without an OpenBLAS package that alternative is
+# the netlib reference BLAS (≈2 GFLOP/s; PyTorch then trains shape B at ≈120 tok/s), so this script installs
+# libopenblas0-pthread, which update-alternatives then selects.
 # Prints a Markdown table: tok/s, GFLOP/s, peak RSS and the ratio ours / PyTorch.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 steps=4
 shapes=A,B
 memories=none
-torch_env=plain
+torch_env=tuned
 while [ $# -gt 0 ]; do
   case "$1" in
     --steps) steps="$2"; shift 2 ;;
@@ -25,13 +27,20 @@ shared="${PAGEGRAM_SHARED:-$(pwd)/../shared}"
 torch_bench="$shared/bench/torch_reference_bench.py"
 [ -f "$torch_bench" ] || { echo "bench_vs_torch: $torch_bench not found (hint: set PAGEGRAM_SHARED)" >&2; exit 2; }
 need=()
-for p in python3-torch libjemalloc2 time; do
+for p in python3-torch libjemalloc2 libopenblas0-pthread time; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need+=("$p")
 done
 if [ ${#need[@]} -gt 0 ]; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 bash scripts/setup.sh >/dev/null
+blas=$(readlink -f /usr/lib/x86_64-linux-gnu/libblas.so.3 2>/dev/null || echo "?")
+case "$blas" in
+  *openblas*) ;;
+  *) echo "bench_vs_torch: warning: libblas.so.3 is $blas, not OpenBLAS: PyTorch will be far slower than its best" >&2 ;;
+esac
+echo "PyTorch: $(/usr/bin/python3 -c 'import torch; print(torch.__version__)' 2>/dev/null), BLAS $blas, environment $torch_env; $(nproc) CPUs: $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)"
+echo
 P=build/pagegram
 jemalloc=$(ls /usr/lib/x86_64-linux-gnu/libjemalloc.so.2 2>/dev/null || true)
 

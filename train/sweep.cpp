@@ -3,6 +3,7 @@
 #include "train/sweep.h"
 
 #include <fcntl.h>
+#include <fnmatch.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/file.h>
@@ -645,14 +646,28 @@ SweepRunResult run_sweep(const SweepSpec& spec, const SweepRunOptions& opt) {
   res.total = static_cast<int64_t>(runs.size());
   std::vector<size_t> queue;
   std::vector<RunStatus> initial(runs.size());
+  std::vector<bool> selected(runs.size(), true);
   for (size_t i = 0; i < runs.size(); ++i) {
+    if (!opt.only.empty())
+      selected[i] = std::any_of(opt.only.begin(), opt.only.end(), [&](const std::string& pat) {
+        return fnmatch(pat.c_str(), runs[i].name.c_str(), 0) == 0;
+      });
     initial[i] = run_status(runs[i]);
     if (initial[i].state == RunState::kFinished) ++res.already_finished;
     else if (initial[i].state == RunState::kDiverged) res.diverged.push_back(runs[i].name);
+    else if (!selected[i]) ++res.not_selected;
     else queue.push_back(i);
   }
+  if (!opt.only.empty() && std::none_of(selected.begin(), selected.end(), [](bool b) { return b; })) {
+    std::string pats;
+    for (const auto& p : opt.only) pats += (pats.empty() ? "" : " ") + p;
+    throw UserError(str("sweep ", spec.name(), ": --only ", pats, " matches none of its ", runs.size(),
+                        " runs (hint: `pagegram sweep status ", spec.path, "` lists the run names)"));
+  }
   const std::string header = str("sweep ", spec.name(), ": ", runs.size(), " runs, ", res.already_finished, " finished, ",
-                                 queue.size(), " to run, ", parallel, " at a time x ", threads, " threads, in ",
+                                 queue.size(), " to run",
+                                 res.not_selected ? str(" (", res.not_selected, " left out by --only)") : std::string(),
+                                 ", ", parallel, " at a time x ", threads, " threads, in ",
                                  fs::absolute(spec.out_dir()).lexically_normal().string());
   if (opt.dry_run) {
     std::printf("%s\n", header.c_str());
@@ -660,6 +675,7 @@ SweepRunResult run_sweep(const SweepSpec& spec, const SweepRunOptions& opt) {
       const RunStatus& s = initial[i];
       std::string what = s.state == RunState::kFinished ? "skip (finished)"
                          : s.state == RunState::kDiverged ? str("skip (diverged at step ", s.step, ")")
+                         : !selected[i]                  ? std::string("skip (not selected)")
                          : s.checkpoint_step > 0       ? str("resume at step ", s.checkpoint_step, "/", s.total_steps)
                                                        : str("run ", s.total_steps, " steps");
       std::string sets;

@@ -118,11 +118,13 @@ struct SweepRunOptions {
   int64_t cores = 0;         // 0: CPUs this process may use
   bool dry_run = false;      // print the plan, write and run nothing
   std::string binary;        // pagegram executable for the child runs; empty: /proc/self/exe
+  std::vector<std::string> only;  // shell patterns (fnmatch) on run names: run only the matching ones; empty: all
   bool progress = true;      // progress on stderr
   double poll_seconds = 1.0;
 };
 struct SweepRunResult {
   int64_t total = 0, already_finished = 0, launched = 0, finished = 0;
+  int64_t not_selected = 0;               // unfinished runs left out by `only`
   std::vector<std::string> failed;        // names of runs that exited non-zero (or ended unfinished)
   std::vector<std::string> diverged;      // runs whose log says diverged: a result, skipped (not retried)
   std::vector<std::string> locked;        // runs another runner holds

@@ -1,4 +1,4 @@
-// GEMM engine and SIMD math against scalar double references (model/gemm.h, model/simd.h).
+// GEMM engine and SIMD math against scalar double references (core/gemm.h, model/simd.h).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -6,7 +6,7 @@
 #include <random>
 #include <vector>
 
-#include "model/gemm.h"
+#include "core/gemm.h"
 #include "model/simd.h"
 
 namespace pg {

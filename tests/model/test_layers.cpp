@@ -10,7 +10,7 @@
 #include <random>
 #include <vector>
 
-#include "model/gemm.h"
+#include "core/gemm.h"
 #include "model/layers.h"
 
 namespace pg {

@@ -311,6 +311,19 @@ TEST(SweepRunner, RunsResumesReportsFailuresAndSkipsFinishedRuns) {
   EXPECT_NE(manifest.find("\"name\": \"none-s1\""), std::string::npos) << manifest;
   EXPECT_NE(manifest.find("\"dir\": \"none-s1-" + runs[2].hash + "\""), std::string::npos) << manifest;
 
+  // --only: a pattern that selects nothing is refused; one that leaves the failed run out launches nothing.
+  {
+    SweepRunOptions sel = opt;
+    sel.only = {"no-such-run*"};
+    EXPECT_THROW(run_sweep(spec, sel), UserError);
+    sel.only = {"none-*"};
+    SweepRunResult r2 = run_sweep(spec, sel);
+    EXPECT_EQ(r2.already_finished, 2);
+    EXPECT_EQ(r2.not_selected, 1);
+    EXPECT_EQ(r2.launched, 0);
+    EXPECT_TRUE(r2.failed.empty());
+  }
+
   // Rerun: the finished runs are skipped, the failed ones retried (and fail again).
   SweepRunResult again = run_sweep(spec, opt);
   EXPECT_EQ(again.already_finished, 2);

@@ -1,8 +1,8 @@
-// Implementation of model/gemm.h: operand packing (with AVX-512 16x16 transposes for the strided sides)
+// Implementation of core/gemm.h: operand packing (with AVX-512 16x16 transposes for the strided sides)
 // and the 14x32 broadcast-FMA micro-kernel. Without AVX-512 the float path falls back to Eigen.
 // GCC 12 reports false -Wmaybe-uninitialized inside its own AVX-512 intrinsics (_mm512_undefined_*) and Eigen.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include "model/gemm.h"
+#include "core/gemm.h"
 
 #include <Eigen/Dense>
 #include <algorithm>

@@ -1,5 +1,5 @@
-// Single-threaded fp32 GEMM engine for the backbone (AVX-512 14x32 micro-kernel, packed operands) and
-// the double fallback used by the gradient-check instantiation of the layers.
+// Single-threaded fp32 GEMM engine (AVX-512 14x32 micro-kernel, packed operands) for the backbone and the memory
+// readout, and the double fallback (Eigen) used by the gradient-check instantiations.
 //
 // Every call is single-threaded: callers split work into fixed chunks (never by thread count), so a
 // result never depends on which thread computed it or how many threads there are. Within one call the
