@@ -2,13 +2,17 @@
 // User and I/O errors end here as one line on stderr and exit code 2; internal errors exit 3.
 #include <CLI/CLI.hpp>
 #include <iostream>
+#include <string>
 
 #include "cli/commands.h"
+#include "core/build_info.h"
 #include "core/error.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"pagegram: hashed n-gram memory tables (PageGram) research framework"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("pagegram ") + pg::build::kRevision + " (" + pg::build::kBuildType + "; " +
+                                        pg::build::kFlags + ")");
   app.set_help_all_flag("--help-all", "help for every subcommand");
   pg::cli::register_commands(app, argc, argv);
   try {
