@@ -2,7 +2,9 @@
 # Training throughput: ours (`pagegram bench train --synthetic`) vs the PyTorch reference model
 # (../shared/bench/torch_reference_bench.py, "best tuning" of PERFORMANCE.md: OpenBLAS AVX-512 kernels,
 # pinned threads (one per logical CPU), jemalloc) on shapes A and B, in one run, 2 threads each, one after the other.
-# Usage: scripts/bench_vs_torch.sh [--steps N] [--shapes A,B] [--memory none,flat,engram,pagegram] [--torch-env tuned|plain]
+# Usage: scripts/bench_vs_torch.sh [--steps N] [--shapes A,B] [--memory none,flat,engram,pagegram_s4] [--torch-env tuned|plain]
+# --memory names the variant presets configs/a/<v>.yaml and configs/b/<v>.yaml (tables sized to the shape: 200M at A,
+# 10M at B); the overhead column is relative to the first variant of the list.
 # --torch-env plain runs PyTorch without the pinning/jemalloc/OpenBLAS-kernel settings (default: tuned).
 # Debian's python3-torch calls the system BLAS through libblas.so.3: without an OpenBLAS package that alternative is
 # the netlib reference BLAS (≈2 GFLOP/s; PyTorch then trains shape B at ≈120 tok/s), so this script installs
@@ -46,15 +48,15 @@ jemalloc=$(ls /usr/lib/x86_64-linux-gnu/libjemalloc.so.2 2>/dev/null || true)
 
 rss_of() { awk '/Maximum resident set size/ {printf "%.0f", $6/1024}' "$1"; }
 
-echo "| shape | memory | ours tok/s | ours GFLOP/s | ours peak RSS MiB | PyTorch tok/s | PyTorch GFLOP/s | PyTorch peak RSS MiB | ratio |"
-echo "|---|---|---:|---:|---:|---:|---:|---:|---:|"
+echo "| shape | memory | ours tok/s | vs ${memories%%,*} | ours GFLOP/s | ours peak RSS MiB | PyTorch tok/s | PyTorch GFLOP/s | PyTorch peak RSS MiB | ratio |"
+echo "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"
 IFS=, read -ra shape_list <<< "$shapes"
 IFS=, read -ra mem_list <<< "$memories"
 for shape in "${shape_list[@]}"; do
   case "$shape" in
-    A) cfg=configs/shape_a.yaml; targs=(--layers 6 --d 384 --heads 6 --vocab 65536 --seq 1024 --batch 4)
+    A) dir=configs/a; targs=(--layers 6 --d 384 --heads 6 --vocab 65536 --seq 1024 --batch 4)
        sets=(--set train.tokens_per_step=4096 --set train.micro_batch=4) ;;
-    B) cfg=configs/shape_b.yaml; targs=(--layers 6 --d 192 --heads 6 --vocab 8192 --seq 256 --batch 32)
+    B) dir=configs/b; targs=(--layers 6 --d 192 --heads 6 --vocab 8192 --seq 256 --batch 32)
        sets=(--set train.tokens_per_step=8192 --set train.micro_batch=32) ;;
     *) echo "bench_vs_torch: unknown shape $shape (A or B)" >&2; exit 2 ;;
   esac
@@ -68,15 +70,20 @@ for shape in "${shape_list[@]}"; do
   t_toks=$(sed -n 's/.* \([0-9]*\) tok\/s, implied.*/\1/p' "$tlog")
   t_gf=$(sed -n 's/.*implied \([0-9.]*\) GFLOP.*/\1/p' "$tlog")
   t_rss=$(rss_of "$ttime")
+  first=""
   for mem in "${mem_list[@]}"; do
+    cfg="$dir/$mem.yaml"
+    [ -f "$cfg" ] || { echo "bench_vs_torch: no preset $cfg (hint: --memory takes names of configs/a, configs/b)" >&2; exit 2; }
     olog=$(mktemp); otime=$(mktemp)
     /usr/bin/time -v -o "$otime" $P bench train --config "$cfg" --synthetic --steps "$steps" --warmup 2 \
-      "${sets[@]}" --set memory.layout="$mem" > "$olog" 2>&1
+      "${sets[@]}" > "$olog" 2>&1 || { cat "$olog" >&2; exit 1; }
     o_toks=$(sed -n 's/^tok\/s \([0-9]*\) .*/\1/p' "$olog")
     o_gf=$(sed -n 's/.*GFLOP\/s \([0-9.]*\) .*/\1/p' "$olog")
     o_rss=$(rss_of "$otime")
     ratio=$(awk -v a="$o_toks" -v b="$t_toks" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "?" }')
-    echo "| $shape | $mem | $o_toks | $o_gf | $o_rss | $t_toks | $t_gf | $t_rss | $ratio |"
+    [ -n "$first" ] || first="$o_toks"
+    rel=$(awk -v a="$o_toks" -v b="$first" 'BEGIN { printf "%+.1f%%", 100 * (a / b - 1) }')
+    echo "| $shape | $mem | $o_toks | $rel | $o_gf | $o_rss | $t_toks | $t_gf | $t_rss | $ratio |"
     rm -f "$olog" "$otime"
   done
   rm -f "$tlog" "$ttime"
