@@ -5,7 +5,8 @@
 # Usage: scripts/bench_vs_torch.sh [--steps N] [--shapes A,B] [--memory none,flat,engram,pagegram_s4] [--torch-env tuned|plain]
 # --memory names the variant presets configs/a/<v>.yaml and configs/b/<v>.yaml (tables sized to the shape: 200M at A,
 # 10M at B); the overhead column is relative to the first variant of the list.
-# --torch-env plain runs PyTorch without the pinning/jemalloc/OpenBLAS-kernel settings (default: tuned).
+# --torch-env plain runs PyTorch without the pinning/jemalloc/OpenBLAS-kernel settings (default: tuned = OpenBLAS's
+# AVX-512 kernels forced with OPENBLAS_CORETYPE=SkylakeX, OMP threads pinned, jemalloc keeping freed memory: MALLOC_CONF=dirty_decay_ms:-1,muzzy_decay_ms:-1).
 # Debian's python3-torch calls the system BLAS through libblas.so.3: without an OpenBLAS package that alternative is
 # the netlib reference BLAS (≈2 GFLOP/s; PyTorch then trains shape B at ≈120 tok/s), so this script installs
 # libopenblas0-pthread, which update-alternatives then selects.
@@ -62,7 +63,10 @@ for shape in "${shape_list[@]}"; do
   esac
   tlog=$(mktemp); ttime=$(mktemp)
   if [ "$torch_env" = tuned ]; then
-    tenv=(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OMP_PROC_BIND=true OMP_PLACES=threads ${jemalloc:+LD_PRELOAD=$jemalloc})
+    # OpenBLAS 0.3.21 does not know newer Intel cores (e.g. Sapphire Rapids) and falls back to slow generic kernels
+    # (30-57 GFLOP/s on 2 threads here); forcing its AVX-512 kernels gives 178.
+    coretype=$(grep -q avx512f /proc/cpuinfo && echo SkylakeX || echo Haswell)
+    tenv=(env -u OPENBLAS_L2_SIZE OPENBLAS_CORETYPE=$coretype OMP_PROC_BIND=true OMP_PLACES=threads ${jemalloc:+LD_PRELOAD=$jemalloc MALLOC_CONF=dirty_decay_ms:-1,muzzy_decay_ms:-1})
   else
     tenv=(env)
   fi
