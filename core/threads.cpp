@@ -10,9 +10,7 @@
 
 namespace pg {
 
-ThreadInfo setup_threads(int requested, bool pin) {
-  // The CPUs the process may use, read once: pinning narrows the calling thread's own mask, so a second
-  // call must not re-read it (it would see a single CPU).
+const std::vector<int>& allowed_cpus() {
   static const std::vector<int> cpus = [] {
     cpu_set_t set;
     CPU_ZERO(&set);
@@ -23,6 +21,11 @@ ThreadInfo setup_threads(int requested, bool pin) {
     if (c.empty()) c.push_back(0);
     return c;
   }();
+  return cpus;
+}
+
+ThreadInfo setup_threads(int requested, bool pin) {
+  const std::vector<int>& cpus = allowed_cpus();
   int n = requested > 0 ? requested : static_cast<int>(cpus.size());
   omp_set_dynamic(0);
   omp_set_num_threads(n);

@@ -2,6 +2,7 @@
 // 2-thread runs are bimodal), and a record of what was set for logs.
 #pragma once
 #include <string>
+#include <vector>
 
 namespace pg {
 
@@ -11,6 +12,9 @@ struct ThreadInfo {
   std::string cpus;  // e.g. "0,1"
 };
 
+// The CPUs this process may use (its affinity mask), read once at the first call: pinning narrows the calling
+// thread's own mask, so later reads would see a single CPU.
+const std::vector<int>& allowed_cpus();
 // Sets the OpenMP thread count (0 = all allowed CPUs) and pins thread i to the i-th allowed CPU unless
 // pin is false or PAGEGRAM_NO_PIN is set. Call once before parallel work; returns what was done.
 ThreadInfo setup_threads(int requested, bool pin = true);

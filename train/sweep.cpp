@@ -27,6 +27,7 @@
 #include <thread>
 
 #include "core/h5.h"
+#include "core/threads.h"
 #include "core/timer.h"
 #include "data/hash.h"
 #include "data/pipeline.h"
@@ -242,17 +243,6 @@ std::string tail_lines(const std::string& path, int lines) {
   for (size_t i = out.size() > static_cast<size_t>(lines) ? out.size() - lines : 0; i < out.size(); ++i)
     s += "    | " + out[i] + "\n";
   return s;
-}
-
-std::vector<int> allowed_cpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  std::vector<int> cpus;
-  if (sched_getaffinity(0, sizeof(set), &set) == 0)
-    for (int c = 0; c < CPU_SETSIZE; ++c)
-      if (CPU_ISSET(c, &set)) cpus.push_back(c);
-  if (cpus.empty()) cpus.push_back(0);
-  return cpus;
 }
 
 std::string self_exe() {
