@@ -690,6 +690,46 @@ def sweep_section(sw, out, kind):
     return "\n".join(parts)
 
 
+# Table 2's question: does the memory gain shrink with 2x tokens, does Engram-style catch up? Contrasts measured at
+# both budgets on the seeds both sweeps finished; report values (SPEC §8) at 60M -> 120M tokens.
+BUDGET_CONTRASTS = [
+    ("none", "pagegram_s4", "memory gain of PageGram S=4 (none − PageGram)", "0.40 → 0.095"),
+    ("none", "flat", "memory gain of flat (none − flat)", "—"),
+    ("none", "engram", "memory gain of Engram-style (none − Engram-style)", "—"),
+    ("engram", "flat", "Engram-style − flat (negative: Engram-style better)", "+0.074 → −0.034"),
+    ("pagegram_s4", "engram", "PageGram S=4 − Engram-style", "−0.142 → within ±0.010"),
+    ("pagegram_s4", "flat", "PageGram S=4 − flat", "−0.067 → −0.024"),
+]
+
+
+def budget_section(short, long):
+    """Contrasts at two token budgets (short: Table 1, long: Table 2), paired over the seeds both finished."""
+    def tokens(sw):
+        c = sw.config()
+        return fmt_count(total_steps(c["train"]) * c["train"]["tokens_per_step"]) if c else "?"
+    ts, tl = tokens(short), tokens(long)
+    lines = [f"## Budget: {short.name} ({ts} tokens) vs {long.name} ({tl} tokens)", "",
+             f"Each contrast A − B per seed at both budgets, on the seeds where all four runs finished; 'change' = "
+             f"{tl} − {ts}, with its paired t-test (two-sided). The report's values are for 60M → 120M tokens.", "",
+             f"| contrast | seeds | at {ts} | at {tl} | change | change t p | sign same at both | report |",
+             "|---|---:|---:|---:|---:|---:|---:|---|"]
+    for a, b, label, ref in BUDGET_CONTRASTS:
+        if not all(sw.has(v) for sw in (short, long) for v in (a, b)):
+            continue
+        sa, sb, la, lb = short.final(a), short.final(b), long.final(a), long.final(b)
+        seeds = sorted(set(sa) & set(sb) & set(la) & set(lb))
+        if not seeds:
+            lines.append(f"| {label} | 0 | — | — | — | — | — | {ref} |")
+            continue
+        d1 = np.array([sa[s] - sb[s] for s in seeds])
+        d2 = np.array([la[s] - lb[s] for s in seeds])
+        _, p = paired_t(d2 - d1)
+        same = int(np.sum(np.sign(d1) == np.sign(d2)))
+        lines.append(f"| {label} | {len(seeds)} | {f4(d1.mean())} | {f4(d2.mean())} | {f4((d2 - d1).mean())} | "
+                     f"{fp(p)} | {same}/{len(seeds)} | {ref} |")
+    return "\n".join(lines + ["", caption(long), ""])
+
+
 def fig_loss_curves_ok(sw, variants):
     return any(_curves(sw, v) for v in variants)
 
@@ -709,6 +749,9 @@ def main():
     ap.add_argument("--out", help="output directory (README.md + PNGs)")
     ap.add_argument("--kind", choices=["table1", "table2", "table4_s_sweep", "table5_ablations", "table8_lr_grid",
                                        "generic"], help="which report numbers to compare with (default: by sweep name)")
+    ap.add_argument("--compare-budget", metavar="SWEEP",
+                    help="the same variants at another token budget (Table 1's sweep for Table 2): adds a table of "
+                         "the memory gain and the layout differences at both budgets")
     ap.add_argument("--flashsim", action="append", default=[], help="`pagegram flashsim --out` HDF5 (Fig. 1c / 4a)")
     ap.add_argument("--iobench", action="append", default=[], help="`pagegram iobench --out` HDF5 (Fig. 4b)")
     ap.add_argument("--selftest", action="store_true", help="check the statistics against reference values")
@@ -727,6 +770,10 @@ def main():
            "loss unless stated; the report's numbers (SPEC §8) are in the `report` column.", ""]
     for sw in sweeps:
         doc.append(sweep_section(sw, a.out, kind_of(sw.name, a.kind)))
+    if a.compare_budget:
+        if len(sweeps) != 1:
+            ap.error("--compare-budget needs exactly one sweep (the longer budget)")
+        doc.append(budget_section(Sweep(a.compare_budget), sweeps[0]))
     if a.flashsim or a.iobench:
         doc += ["## Storage", ""]
         multi = len(a.flashsim) + len(a.iobench) > 2

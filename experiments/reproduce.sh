@@ -39,7 +39,9 @@ for t in "${targets[@]}"; do
       stamp "$t: run"
       $P sweep run "$spec" "${only[@]}"
       stamp "$t: report"
-      $PY experiments/report.py "$spec" --out "experiments/$t/"
+      extra=()  # Table 2 answers "does the gain shrink with 2x tokens": compare with Table 1's runs
+      if [ "$t" = table2 ] && [ -f runs/table1/sweep.json ]; then extra=(--compare-budget experiments/table1/sweep.yaml); fi
+      $PY experiments/report.py "$spec" "${extra[@]}" --out "experiments/$t/"
       ;;
     nf4)
       stamp "nf4: table1 PageGram runs"
