@@ -57,6 +57,29 @@ def write_sweep(root, name, tokens, finals, unfinished=()):
     return os.path.join(root, "sweep.json")
 
 
+def write_grid_sweep(root, finals):
+    """Table 8's shape: variants x memory.lr_mult grid (values are strings in the manifest, as sweep.cpp writes them)."""
+    os.makedirs(root, exist_ok=True)
+    runs = []
+    for (v, lr), loss in finals.items():
+        d = f"{v}-lr_mult{lr}-s0-0000abcd"
+        runs.append(dict(name=d[:-9], variant=v, seed=0, grid={"memory.lr_mult": lr}, dir=d, hash="0000abcd",
+                         overrides=[]))
+        os.makedirs(os.path.join(root, d))
+        cfg = json.loads(json.dumps(CONFIG))
+        cfg["memory"]["layout"], cfg["memory"]["lr_mult"] = v.split("_")[0], float(lr)
+        cfg["train"]["tokens"] = 1_250_000
+        with h5py.File(os.path.join(root, d, "log.h5"), "w") as f:
+            f.attrs["status"], f.attrs["config"], f.attrs["threads"] = "finished", yaml.safe_dump(cfg), 2
+            f["eval/step"], f["eval/tokens"] = np.array([0, 5]), np.array([0, 5 * 16384])
+            f["eval/loss"], f["train/elapsed_s"] = np.array([9.0, loss]), np.array([1.0, 30.0])
+    with open(os.path.join(root, "sweep.json"), "w") as f:
+        json.dump(dict(format="pagegram-sweep", format_version=1, name="table8_lr_grid", description="", spec="t8.yaml",
+                       base="base.yaml", seeds=[0], variants=sorted({v for v, _ in finals}),
+                       grid={"memory.lr_mult": ["10", "70", "200"]}, runs=runs), f)
+    return os.path.join(root, "sweep.json")
+
+
 def row(md, label):
     """The cells of the Markdown table row starting with `| label |`."""
     for line in md.splitlines():
@@ -134,6 +157,14 @@ class Tables(unittest.TestCase):
         e = row(md, "Engram-style − flat (negative: Engram-style better)")
         d1 = np.mean([self.t1[("engram", s)] - self.t1[("flat", s)] for s in range(2)])
         self.assertEqual(e[1:3], ["2", f"{d1:+.4f}"])
+
+    def test_lr_grid(self):
+        finals = {("flat", "10"): 3.9, ("flat", "70"): 3.7, ("flat", "200"): 3.8,
+                  ("pagegram_s4", "10"): 3.6, ("pagegram_s4", "70"): 3.65}  # pagegram 200x missing
+        md, out = self.run_report(write_grid_sweep(os.path.join(self.d, "t8"), finals))
+        self.assertEqual(row(md, "flat")[1:5], ["3.9000", "3.7000", "3.8000", "70×"])
+        self.assertEqual(row(md, "pagegram_s4")[1:5], ["3.6000", "3.6500", "·", "10×"])
+        self.assertTrue(os.path.exists(os.path.join(out, "table8_lr_grid-lr-grid.png")))
 
     def test_compare_budget_needs_one_sweep(self):
         r = subprocess.run([sys.executable, REPORT, self.s1, self.s2, "--compare-budget", self.s1, "--out",
