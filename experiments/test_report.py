@@ -27,6 +27,21 @@ CONFIG = {
 }
 
 
+def write_log(run_dir, cfg, loss, status="finished"):
+    """A run's log.h5 with two evaluations: 9.0 at step 0 and `loss` at the end."""
+    with h5py.File(os.path.join(run_dir, "log.h5"), "w") as f:
+        f.attrs["status"] = status
+        f.attrs["config"] = yaml.safe_dump(cfg)
+        for k in ("host", "cpus", "revision", "build_type", "started", "updated"):
+            f.attrs[k] = "test"
+        f.attrs["threads"] = 2
+        f["eval/step"] = np.array([0, 10], dtype=np.int64)
+        f["eval/tokens"] = np.array([0, 10 * 16384], dtype=np.int64)
+        f["eval/loss"] = np.array([9.0, loss])
+        f["train/elapsed_s"] = np.array([1.0, 60.0])
+        f.create_group("summary").attrs["train_tok_per_s"] = 1000.0
+
+
 def write_sweep(root, name, tokens, finals, unfinished=()):
     """A sweep manifest + one log.h5 per (variant, seed) with the given final held-out loss."""
     os.makedirs(root, exist_ok=True)
@@ -40,17 +55,7 @@ def write_sweep(root, name, tokens, finals, unfinished=()):
         cfg = json.loads(json.dumps(CONFIG))
         cfg["memory"]["layout"] = "none" if v == "none" else v.split("_")[0]
         cfg["train"]["tokens"], cfg["train"]["seed"] = tokens, s
-        with h5py.File(os.path.join(root, d, "log.h5"), "w") as f:
-            f.attrs["status"] = "running" if (v, s) in unfinished else "finished"
-            f.attrs["config"] = yaml.safe_dump(cfg)
-            for k in ("host", "cpus", "revision", "build_type", "started", "updated"):
-                f.attrs[k] = "test"
-            f.attrs["threads"] = 2
-            f["eval/step"] = np.array([0, 10], dtype=np.int64)
-            f["eval/tokens"] = np.array([0, 10 * 16384], dtype=np.int64)
-            f["eval/loss"] = np.array([9.0, loss])
-            f["train/elapsed_s"] = np.array([1.0, 60.0])
-            f.create_group("summary").attrs["train_tok_per_s"] = 1000.0
+        write_log(os.path.join(root, d), cfg, loss, "running" if (v, s) in unfinished else "finished")
     with open(os.path.join(root, "sweep.json"), "w") as f:
         json.dump(dict(format="pagegram-sweep", format_version=1, name=name, description="", spec=name + ".yaml",
                        base="base.yaml", seeds=seeds, variants=variants, grid={}, runs=runs), f)
@@ -69,10 +74,7 @@ def write_grid_sweep(root, finals):
         cfg = json.loads(json.dumps(CONFIG))
         cfg["memory"]["layout"], cfg["memory"]["lr_mult"] = v.split("_")[0], float(lr)
         cfg["train"]["tokens"] = 1_250_000
-        with h5py.File(os.path.join(root, d, "log.h5"), "w") as f:
-            f.attrs["status"], f.attrs["config"], f.attrs["threads"] = "finished", yaml.safe_dump(cfg), 2
-            f["eval/step"], f["eval/tokens"] = np.array([0, 5]), np.array([0, 5 * 16384])
-            f["eval/loss"], f["train/elapsed_s"] = np.array([9.0, loss]), np.array([1.0, 30.0])
+        write_log(os.path.join(root, d), cfg, loss)
     with open(os.path.join(root, "sweep.json"), "w") as f:
         json.dump(dict(format="pagegram-sweep", format_version=1, name="table8_lr_grid", description="", spec="t8.yaml",
                        base="base.yaml", seeds=[0], variants=sorted({v for v, _ in finals}),
