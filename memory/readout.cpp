@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include "core/error.h"
@@ -13,43 +14,70 @@ namespace pg::readout {
 namespace {
 
 int64_t chunks_of(int64_t n, int64_t c) { return (n + c - 1) / c; }
-// Token rows per projection GEMM (each call re-packs W_V: larger chunks amortize it).
-constexpr int64_t kGemmRows = 512;
+// Token rows per projection task (8 micro-panels of 14) and readout columns per dW task; the results do not
+// depend on either (core/gemm: the bits are a function of K only), only the load balance does.
+constexpr int64_t kGemmRows = 112;
+constexpr int64_t kDwCols = 112;
+
+// The buffer for a packed operand (float), at least n long; nullptr for double, whose operands stay views.
+template <class T>
+T* grown(std::vector<T>& v, int64_t n) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (v.size() < static_cast<size_t>(n)) v.resize(static_cast<size_t>(n));
+    return v.data();
+  }
+  return nullptr;  // double: operands are used through their views
+}
 
 }  // namespace
 
 template <class T>
-void project_forward(T* e, const T* u, const T* w, int64_t N, int64_t C, int64_t D) {
+void project_forward(T* e, const T* u, const T* w, int64_t N, int64_t C, int64_t D, ProjectionScratch<T>& s) {
   using V = gemm::StridedView<T>;
+  // B(k = d, j = c) = W[c, d]
+  const auto wb = gemm::make_b(grown(s.w, gemm::packed_b_floats(D, C)), V{w, 1, D}, D, C);
   const int64_t nc = chunks_of(N, kGemmRows);
-#pragma omp parallel for schedule(static) if (nc > 1)
-  for (int64_t c = 0; c < nc; ++c) {
-    const int64_t r0 = c * kGemmRows, m = std::min(kGemmRows, N - r0);
-    // E[r0 : r0+m, :] = U[r0 : r0+m, :] · Wᵀ
-    gemm::gemm(m, C, D, V{u + r0 * D, D, 1}, V{w, 1, D}, e + r0 * C, C, false);
+#pragma omp parallel if (nc > 1)
+  {
+    gemm::pack_operand(wb);
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t c = 0; c < nc; ++c) {
+      const int64_t r0 = c * kGemmRows, m = std::min(kGemmRows, N - r0);
+      gemm::gemm_b(m, C, D, V{u + r0 * D, D, 1}, wb, 0, 0, e + r0 * C, C, false);
+    }
   }
 }
 
 template <class T>
-void project_backward(T* du, T* dw, const T* de, const T* u, const T* w, int64_t N, int64_t C, int64_t D) {
+void project_backward(T* du, bool accumulate_du, T* dw, const T* de, const T* u, const T* w, int64_t N, int64_t C,
+                      int64_t D, ProjectionScratch<T>& s) {
   using V = gemm::StridedView<T>;
-  if (du) {
-    const int64_t nc = chunks_of(N, kGemmRows);
-#pragma omp parallel for schedule(static) if (nc > 1)
-    for (int64_t c = 0; c < nc; ++c) {
-      const int64_t r0 = c * kGemmRows, m = std::min(kGemmRows, N - r0);
-      // dU[r0 : r0+m, :] += dE[r0 : r0+m, :] · W
-      gemm::gemm(m, D, C, V{de + r0 * C, C, 1}, V{w, D, 1}, du + r0 * D, D, true);
+  const auto wb = gemm::make_b(grown(s.w, gemm::packed_b_floats(C, D)), V{w, D, 1}, C, D);     // B(k = c, j = d)
+  const auto db = gemm::make_b(grown(s.de, gemm::packed_b_floats(N, C)), V{de, C, 1}, N, C);  // B(k = n, j = c)
+  if (s.dwt.size() < static_cast<size_t>(D * C)) s.dwt.resize(static_cast<size_t>(D * C));
+  T* dwt = s.dwt.data();
+  const int64_t ndu = du ? chunks_of(N, kGemmRows) : 0, ndw = chunks_of(D, kDwCols);
+#pragma omp parallel
+  {
+    if (du) gemm::pack_operand(wb);
+    gemm::pack_operand(db);
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t task = 0; task < ndw + ndu; ++task) {
+      if (task < ndw) {
+        // dwᵀ[d0 : d0+m, :] += u[:, d0 : d0+m]ᵀ · de, a full reduction over N in order, through a transposed copy
+        // of dw's columns (the same products and summation order as accumulating into dw directly).
+        const int64_t d0 = task * kDwCols, m = std::min(kDwCols, D - d0);
+        T* t = dwt + d0 * C;
+        for (int64_t c = 0; c < C; ++c)
+          for (int64_t d = 0; d < m; ++d) t[d * C + c] = dw[c * D + d0 + d];
+        gemm::gemm_b(m, C, N, V{u + d0, 1, D}, db, 0, 0, t, C, true);
+        for (int64_t c = 0; c < C; ++c)
+          for (int64_t d = 0; d < m; ++d) dw[c * D + d0 + d] = t[d * C + c];
+      } else {  // du[r0 : r0+m, :] (+)= de[r0 : r0+m, :] · W
+        const int64_t r0 = (task - ndw) * kGemmRows, m = std::min(kGemmRows, N - r0);
+        gemm::gemm_b(m, D, C, V{de + r0 * C, C, 1}, wb, 0, 0, du + r0 * D, D, accumulate_du);
+      }
     }
-  }
-  // dW in fixed chunks of 256 input columns: each chunk is one GEMM dW[:, d0:d1] += deᵀ · u[:, d0:d1], a full
-  // reduction over N (splitting the C rows instead would re-pack all of u per chunk).
-  constexpr int64_t kCols = 256;
-  const int64_t dc = chunks_of(D, kCols);
-#pragma omp parallel for schedule(static) if (dc > 1)
-  for (int64_t c = 0; c < dc; ++c) {
-    const int64_t d0 = c * kCols, m = std::min(kCols, D - d0);
-    gemm::gemm(C, m, N, V{de, 1, C}, V{u + d0, D, 1}, dw + d0, D, true);
   }
 }
 
@@ -198,8 +226,9 @@ void orthogonal_init(float* w, int64_t rows, int64_t cols, double gain, RngStrea
 }
 
 #define PG_READOUT_INSTANTIATE(T)                                                                                     \
-  template void project_forward<T>(T*, const T*, const T*, int64_t, int64_t, int64_t);                                \
-  template void project_backward<T>(T*, T*, const T*, const T*, const T*, int64_t, int64_t, int64_t);                 \
+  template void project_forward<T>(T*, const T*, const T*, int64_t, int64_t, int64_t, ProjectionScratch<T>&);        \
+  template void project_backward<T>(T*, bool, T*, const T*, const T*, const T*, int64_t, int64_t, int64_t,            \
+                                    ProjectionScratch<T>&);                                                           \
   template void scalar_gate_forward<T>(T*, const T*, T, int64_t, int64_t);                                            \
   template void scalar_gate_backward<T>(T*, T*, const T*, const T*, T, int64_t, int64_t);                             \
   template void context_gate_forward<T>(T*, T*, T*, const T*, const T*, const T*, const T*, int64_t, int64_t, double, \

@@ -4,6 +4,7 @@
 // Shapes: N tokens, C model width, D readout width (n_orders*K*r; for the flat layout D = C, no projection).
 #pragma once
 #include <cstdint>
+#include <vector>
 
 #include "core/rng.h"
 
@@ -12,12 +13,21 @@ namespace pg::readout {
 // Rows per fixed work chunk: every parallel loop splits by these, never by thread count.
 inline constexpr int64_t kRowChunk = 128;
 
+// Packed operands of the projections (float: packed once per call and shared by the tasks; double: unused),
+// grown on first use and then reused, so a training step allocates nothing.
+template <class T>
+struct ProjectionScratch {
+  std::vector<T> w, de, dwt;
+};
+
 // e [N, C] = u [N, D] · W_Vᵀ, W_V [C, D] stored [out, in].
 template <class T>
-void project_forward(T* e, const T* u, const T* w, int64_t N, int64_t C, int64_t D);
-// du [N, D] += de · W_V (skipped when du is null); dw [C, D] += deᵀ · u.
+void project_forward(T* e, const T* u, const T* w, int64_t N, int64_t C, int64_t D, ProjectionScratch<T>& s);
+// du [N, D] = de · W_V, or += when accumulate_du (skipped when du is null); dw [C, D] += deᵀ · u (computed as
+// dwᵀ = uᵀ · de with de packed once: u is read once, never copied).
 template <class T>
-void project_backward(T* du, T* dw, const T* de, const T* u, const T* w, int64_t N, int64_t C, int64_t D);
+void project_backward(T* du, bool accumulate_du, T* dw, const T* de, const T* u, const T* w, int64_t N, int64_t C,
+                      int64_t D, ProjectionScratch<T>& s);
 
 // x [N, C] += g e.
 template <class T>

@@ -46,13 +46,38 @@ TEST(Readout, ProjectionGradientsMatchFiniteDifferences) {
   auto u = randn(N * D, 1), w = randn(C * D, 2), r = randn(N * C, 3);
   auto loss = [&] {
     std::vector<double> e(N * C);
-    project_forward(e.data(), u.data(), w.data(), N, C, D);
+    ProjectionScratch<double> s;
+    project_forward(e.data(), u.data(), w.data(), N, C, D, s);
     return dot(e, r);
   };
   std::vector<double> du(N * D, 0.0), dw(C * D, 0.0);
-  project_backward(du.data(), dw.data(), r.data(), u.data(), w.data(), N, C, D);
+  ProjectionScratch<double> s;
+  project_backward(du.data(), false, dw.data(), r.data(), u.data(), w.data(), N, C, D, s);
   check_fd(u, du, loss, "du");
   check_fd(w, dw, loss, "dW_V");
+}
+
+TEST(Readout, ProjectionBackwardOverwritesOrAddsToDu) {
+  const int64_t N = 300, C = 40, D = 130;  // N, D not multiples of the task sizes (112)
+  auto mk = [](size_t n, uint64_t s) {
+    auto d = randn(n, s);
+    return std::vector<float>(d.begin(), d.end());
+  };
+  const auto u = mk(N * D, 30), w = mk(C * D, 31), de = mk(N * C, 32), prior = mk(N * D, 33);
+  ProjectionScratch<float> s;
+  std::vector<float> du = prior, dw(C * D, 0.f), dw2(C * D, 0.f);  // du starts as garbage: must be overwritten
+  project_backward(du.data(), false, dw.data(), de.data(), u.data(), w.data(), N, C, D, s);
+  std::vector<float> acc = prior;
+  project_backward(acc.data(), true, dw2.data(), de.data(), u.data(), w.data(), N, C, D, s);
+  for (int64_t t = 0; t < N; ++t)
+    for (int64_t d = 0; d < D; ++d) {
+      double ref = 0;
+      for (int64_t c = 0; c < C; ++c) ref += static_cast<double>(de[t * C + c]) * w[c * D + d];
+      const size_t i = static_cast<size_t>(t * D + d);
+      ASSERT_NEAR(du[i], ref, 1e-4 * (1 + std::fabs(ref))) << "du[" << t << ", " << d << "]";
+      ASSERT_NEAR(acc[i], prior[i] + ref, 1e-4 * (1 + std::fabs(ref))) << "du += at [" << t << ", " << d << "]";
+    }
+  EXPECT_EQ(0, std::memcmp(dw.data(), dw2.data(), dw.size() * sizeof(float))) << "dW must not depend on du's mode";
 }
 
 TEST(Readout, ScalarGateGradientsMatchFiniteDifferences) {
@@ -142,8 +167,9 @@ TEST(Readout, OneAndTwoThreadsGiveIdenticalBits) {
     omp_set_num_threads(threads);
     std::vector<float> e(N * C), du(N * D, 0.f), dw(C * D, 0.f), x = r, hs(N * C), a(N), dx = k, dk(N * C, 0.f),
                                                                  dv(N * C, 0.f), dwh(C, 0.f), dwk(C, 0.f), dg = {0.f};
-    project_forward(e.data(), u.data(), w.data(), N, C, D);
-    project_backward(du.data(), dw.data(), r.data(), u.data(), w.data(), N, C, D);
+    ProjectionScratch<float> s;
+    project_forward(e.data(), u.data(), w.data(), N, C, D, s);
+    project_backward(du.data(), false, dw.data(), r.data(), u.data(), w.data(), N, C, D, s);
     context_gate_forward(x.data(), hs.data(), a.data(), k.data(), e.data(), wh.data(), wh.data(), N, C, 1e-6,
                          GateForm::kSigmoid);
     context_gate_backward(dx.data(), dk.data(), dv.data(), dwh.data(), dwk.data(), hs.data(), k.data(), e.data(),
