@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstdint>
 #include <cstring>
 
 namespace pg {
@@ -53,30 +54,77 @@ void gather_signed(const Addresses& a, const float* table, int64_t width, bool s
   }
 }
 
+namespace {
+
+// Sorts keys (row << 32 | entry) by row with stable LSD radix passes of 11 bits over the row's significant bits:
+// entries start in increasing order, so equal rows keep it and the result is the (row, entry) order.
+void radix_sort_by_row(std::vector<uint64_t>& keys, std::vector<uint64_t>& tmp, uint64_t max_row) {
+  constexpr int kBits = 11;
+  constexpr size_t kBuckets = size_t{1} << kBits;
+  tmp.resize(keys.size());
+  const int row_bits = std::bit_width(max_row);
+  for (int shift = 32; shift < 32 + row_bits; shift += kBits) {
+    size_t count[kBuckets] = {};
+    for (uint64_t k : keys) ++count[(k >> shift) & (kBuckets - 1)];
+    size_t sum = 0;
+    for (size_t& c : count) {
+      const size_t n = c;
+      c = sum;
+      sum += n;
+    }
+    for (uint64_t k : keys) tmp[count[(k >> shift) & (kBuckets - 1)]++] = k;
+    keys.swap(tmp);
+  }
+}
+
+}  // namespace
+
 void sparse_grad(const Addresses& a, const float* dout, int64_t width, bool sums_heads, SparseGrad& out,
                  SparseGradScratch& scratch) {
-  auto& order = scratch.order;
   auto& seg = scratch.segments;
   const int64_t H = a.heads, W = a.sign_words, E = a.n * H;
   const int64_t ow = sums_heads ? width : H * width;
-  order.resize(static_cast<size_t>(E));
-  for (int64_t e = 0; e < E; ++e) order[static_cast<size_t>(e)] = {a.rows[static_cast<size_t>(e)], e};
-  std::sort(order.begin(), order.end());  // keys are unique: the result does not depend on the algorithm
+  const int64_t* rows = a.rows.data();
+  // Entry order sorted by (row, entry): row_of(q), entry_of(q) for q < E.
+  int64_t max_row = 0;
+  for (int64_t e = 0; e < E; ++e) max_row = std::max(max_row, rows[e]);
+  const bool radix = E <= int64_t{UINT32_MAX} && max_row <= int64_t{UINT32_MAX};
+  auto& keys = scratch.keys;
+  auto& order = scratch.order;
+  if (radix) {
+    keys.resize(static_cast<size_t>(E));
+    for (int64_t e = 0; e < E; ++e) keys[static_cast<size_t>(e)] = static_cast<uint64_t>(rows[e]) << 32 | static_cast<uint64_t>(e);
+    radix_sort_by_row(keys, scratch.tmp, static_cast<uint64_t>(max_row));
+  } else {
+    order.resize(static_cast<size_t>(E));
+    for (int64_t e = 0; e < E; ++e) order[static_cast<size_t>(e)] = {rows[e], e};
+    std::sort(order.begin(), order.end());  // keys are unique: the result does not depend on the algorithm
+  }
+  const auto row_of = [&](int64_t q) {
+    return radix ? static_cast<int64_t>(keys[static_cast<size_t>(q)] >> 32) : order[static_cast<size_t>(q)].first;
+  };
+  const auto entry_of = [&](int64_t q) {
+    return radix ? static_cast<int64_t>(keys[static_cast<size_t>(q)] & UINT32_MAX) : order[static_cast<size_t>(q)].second;
+  };
   // Segment starts.
   seg.clear();
-  for (int64_t e = 0; e < E; ++e)
-    if (e == 0 || order[static_cast<size_t>(e)].first != order[static_cast<size_t>(e - 1)].first) seg.push_back(e);
+  for (int64_t q = 0; q < E; ++q)
+    if (q == 0 || row_of(q) != row_of(q - 1)) seg.push_back(q);
   const int64_t U = static_cast<int64_t>(seg.size());
   seg.push_back(E);
   out.width = width;
+  // Capacity for the most rows a batch can touch (E), so the buffers never reallocate and re-fault as U
+  // drifts from batch to batch (reserved address space is free; pages fault in once, when first written).
+  out.rows.reserve(static_cast<size_t>(E));
+  out.values.reserve(static_cast<size_t>(E * width));
   out.rows.resize(static_cast<size_t>(U));
   out.values.resize(static_cast<size_t>(U * width));
 #pragma omp parallel for schedule(static) if (U > 1024)
   for (int64_t u = 0; u < U; ++u) {
     float* v = out.values.data() + u * width;
-    out.rows[static_cast<size_t>(u)] = order[static_cast<size_t>(seg[static_cast<size_t>(u)])].first;
+    out.rows[static_cast<size_t>(u)] = row_of(seg[static_cast<size_t>(u)]);
     for (int64_t q = seg[static_cast<size_t>(u)]; q < seg[static_cast<size_t>(u) + 1]; ++q) {
-      const int64_t e = order[static_cast<size_t>(q)].second, i = e / H, h = e % H;
+      const int64_t e = entry_of(q), i = e / H, h = e % H;
       const float* src = dout + i * ow + (sums_heads ? 0 : h * width);
       const uint64_t* s = a.signs.data() + e * W;
       if (q == seg[static_cast<size_t>(u)])
@@ -105,9 +153,17 @@ void dense_grad_reference(const Addresses& a, const float* dout, int64_t width, 
 SparseGradAccumulator::SparseGradAccumulator(int64_t rows, int64_t width)
     : width_(width), slot_(static_cast<size_t>(rows), -1) {}
 
-void SparseGradAccumulator::add(const SparseGrad& g) {
+void SparseGradAccumulator::add(SparseGrad& g) {
   PG_CHECK(g.width == width_);
   const int64_t U = g.size();
+  if (rows_.empty()) {  // first micro-batch of the step: take g's buffers, every row is new, in g's order
+    rows_.swap(g.rows);
+    values_.swap(g.values);
+    g.rows.clear();
+    PG_CHECK(rows_.size() < static_cast<size_t>(INT32_MAX));
+    for (int64_t u = 0; u < U; ++u) slot_[static_cast<size_t>(rows_[static_cast<size_t>(u)])] = static_cast<int32_t>(u);
+    return;
+  }
   // Slots: serial, in the gradient's (sorted) row order.
   auto& dst = dst_;
   auto& fresh = fresh_;
@@ -124,7 +180,8 @@ void SparseGradAccumulator::add(const SparseGrad& g) {
     }
     dst[static_cast<size_t>(u)] = s;
   }
-  values_.resize(rows_.size() * static_cast<size_t>(width_));
+  const size_t need = rows_.size() * static_cast<size_t>(width_);
+  if (values_.size() < need) values_.resize(need);
 #pragma omp parallel for schedule(static) if (U > 1024)
   for (int64_t u = 0; u < U; ++u) {
     float* d = values_.data() + static_cast<int64_t>(dst[static_cast<size_t>(u)]) * width_;
@@ -138,8 +195,6 @@ void SparseGradAccumulator::add(const SparseGrad& g) {
 
 void SparseGradAccumulator::clear() {
   for (int64_t r : rows_) slot_[static_cast<size_t>(r)] = -1;
-  rows_.clear();
-  values_.clear();
+  rows_.clear();  // values_ keeps its size: the next step overwrites what it uses
 }
-
 }  // namespace pg

@@ -24,12 +24,14 @@ struct SparseGrad {
 
 // Reusable buffers of sparse_grad (allocate once, reuse every micro-batch).
 struct SparseGradScratch {
-  std::vector<std::pair<int64_t, int64_t>> order;  // (row, entry)
+  std::vector<uint64_t> keys, tmp;                 // (row << 32 | entry), radix-sorted
+  std::vector<std::pair<int64_t, int64_t>> order;  // (row, entry): the std::sort path for huge tables/batches
   std::vector<int64_t> segments;                   // first entry of each row's run, + end
 };
 
 // The gradient of gather_signed w.r.t. the table: entry (i, h) adds s_{i,h} ⊙ dout[i, h-slice] (flat: the whole
-// dout row) to row_{i,h}. Entries are sorted by (row, i*heads + h) and each row's entries summed in that order.
+// dout row) to row_{i,h}. Entries are sorted by (row, i*heads + h) (a stable radix sort by row when rows and
+// entries fit 32 bits, else std::sort of pairs: the same order) and each row's entries summed in that order.
 void sparse_grad(const Addresses& a, const float* dout, int64_t width, bool sums_heads, SparseGrad& out,
                  SparseGradScratch& scratch);
 
@@ -42,7 +44,9 @@ void dense_grad_reference(const Addresses& a, const float* dout, int64_t width, 
 class SparseGradAccumulator {
  public:
   SparseGradAccumulator(int64_t rows, int64_t width);
-  void add(const SparseGrad& g);
+  // Adds g. Into an empty accumulator (the first micro-batch of a step) g's buffers are taken by a swap instead
+  // of copied: g is then left with no rows and this accumulator's old buffers (capacity kept for reuse).
+  void add(SparseGrad& g);
   // Touched rows in first-touch order, and their summed gradients [touched(), width] in the same order.
   std::span<const int64_t> rows() const { return rows_; }
   const float* values() const { return values_.data(); }
@@ -53,7 +57,7 @@ class SparseGradAccumulator {
   int64_t width_;
   std::vector<int32_t> slot_;
   std::vector<int64_t> rows_;
-  std::vector<float> values_;
+  std::vector<float> values_;  // at least touched() * width; never shrunk (no re-fill of recycled buffers)
   std::vector<int32_t> dst_;   // scratch of add(): destination slot per added row
   std::vector<uint8_t> fresh_;
 };
