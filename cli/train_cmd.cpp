@@ -144,6 +144,14 @@ void register_train_commands(CLI::App& app, int argc, char** argv) {
                   long(cfg.train.tokens_per_step), thread_count());
       std::printf("tok/s %.0f  GFLOP/s %.1f  peak RSS %.0f MiB\n", s.train_tok_per_s, s.train_tok_per_s * flops / 1e9,
                   s.peak_rss_kb / 1024.0);
+      const MemoryPhaseTimes& m = s.memory_times;
+      if (m.total() > 0 && s.train_seconds > 0) {
+        const auto pct = [&](double x) { return 100.0 * x / s.train_seconds; };
+        std::printf("memory %.1f%% of step time: address %.1f%%  gather %.1f%%  project %.1f%%  inject %.1f%%  "
+                    "project back %.1f%%  table grad %.1f%%  table update %.1f%%\n",
+                    pct(m.total()), pct(m.address), pct(m.gather), pct(m.project), pct(m.inject), pct(m.project_back),
+                    pct(m.table_grad), pct(m.table_update));
+      }
     });
   }
 }

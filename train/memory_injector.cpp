@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/timer.h"
+
 namespace pg {
 
 MemoryInjector::MemoryInjector(const MemoryConfig& cfg, int64_t d_model, int64_t layers, uint64_t seed,
@@ -58,21 +60,27 @@ void MemoryInjector::prepare_impl(std::span<const Tok> tokens, std::span<const u
   PG_CHECK(backward_done_ == 0 || backward_done_ == static_cast<int64_t>(cfg_.inject_layers.size()),
            "prepare() during an unfinished backward pass");
   backward_done_ = 0;
+  Timer t;
   compute_window_addresses(table_->layout(), tokens, doc_offsets, window_starts, T, addr_);
   N_ = addr_.n;
   table_->catch_up(addr_);
+  times_.address += t.seconds();
+  t.reset();
   u_.resize(static_cast<size_t>(N_ * D_));
   table_->gather(addr_, u_.data());
+  times_.gather += t.seconds();
+  t.reset();
   if (projected()) {
     e_.resize(static_cast<size_t>(N_ * C_));
-    readout::project_forward(e_.data(), u_.data(), params_.data() + wv_.off, N_, C_, D_);
+    readout::project_forward(e_.data(), u_.data(), params_.data() + wv_.off, N_, C_, D_, proj_);
   }
   if (context()) {
     k_.resize(static_cast<size_t>(N_ * C_));
-    readout::project_forward(k_.data(), u_.data(), params_.data() + wk_.off, N_, C_, D_);
+    readout::project_forward(k_.data(), u_.data(), params_.data() + wk_.off, N_, C_, D_, proj_);
     dk_.assign(static_cast<size_t>(N_ * C_), 0.0f);
   }
   de_.assign(static_cast<size_t>(N_ * C_), 0.0f);
+  times_.project += t.seconds();
 }
 
 void MemoryInjector::prepare(std::span<const uint16_t> tokens, std::span<const uint64_t> doc_offsets,
@@ -92,8 +100,10 @@ void MemoryInjector::inject_forward(int64_t layer, float* x, int64_t N) {
   const int64_t j = layer_slot(layer);
   PG_CHECK(j >= 0, "layer ", layer, " is not a memory layer");
   PG_CHECK(N == N_, "inject_forward with ", N, " tokens after prepare() of ", N_);
+  const Timer t;
   if (!context()) {
     readout::scalar_gate_forward(x, e_ptr(), params_[gates_.off + static_cast<size_t>(j)], N, C_);
+    times_.inject += t.seconds();
     return;
   }
   auto& hs = h_save_[static_cast<size_t>(j)];
@@ -102,12 +112,14 @@ void MemoryInjector::inject_forward(int64_t layer, float* x, int64_t N) {
   al.resize(static_cast<size_t>(N));
   readout::context_gate_forward(x, hs.data(), al.data(), k_.data(), e_ptr(), params_.data() + norm_h_.off + j * C_,
                                 params_.data() + norm_k_.off + j * C_, N, C_, norm_eps_, form_);
+  times_.inject += t.seconds();
 }
 
 void MemoryInjector::inject_backward(int64_t layer, float* dx, int64_t N) {
   const int64_t j = layer_slot(layer);
   PG_CHECK(j >= 0, "layer ", layer, " is not a memory layer");
   PG_CHECK(N == N_, "inject_backward with ", N, " tokens after prepare() of ", N_);
+  const Timer t;
   if (!context()) {
     readout::scalar_gate_backward(de_.data(), grads_.data() + gates_.off + j, dx, e_ptr(),
                                   params_[gates_.off + static_cast<size_t>(j)], N, C_);
@@ -117,25 +129,30 @@ void MemoryInjector::inject_backward(int64_t layer, float* dx, int64_t N) {
                                    k_.data(), e_ptr(), params_.data() + norm_h_.off + j * C_,
                                    params_.data() + norm_k_.off + j * C_, N, C_, norm_eps_, form_);
   }
+  times_.inject += t.seconds();
   if (++backward_done_ == static_cast<int64_t>(cfg_.inject_layers.size())) finish_backward();
 }
 
 void MemoryInjector::finish_backward() {
   // de = dL/de_t summed over layers; dk = dL/dk_t. Back through W_V / W_K to the gathered rows u, then to the table.
+  Timer t;
   const float* du_ptr = de_.data();  // flat without context gate: du = de
   if (projected() || context()) {
-    du_.assign(static_cast<size_t>(N_ * D_), 0.0f);
+    du_.resize(static_cast<size_t>(N_ * D_));  // every element written below
     if (projected())
-      readout::project_backward(du_.data(), grads_.data() + wv_.off, de_.data(), u_.data(), params_.data() + wv_.off,
-                                N_, C_, D_);
+      readout::project_backward(du_.data(), false, grads_.data() + wv_.off, de_.data(), u_.data(),
+                                params_.data() + wv_.off, N_, C_, D_, proj_);
     else
       std::memcpy(du_.data(), de_.data(), sizeof(float) * static_cast<size_t>(N_ * C_));
     if (context())
-      readout::project_backward(du_.data(), grads_.data() + wk_.off, dk_.data(), u_.data(), params_.data() + wk_.off,
-                                N_, C_, D_);
+      readout::project_backward(du_.data(), true, grads_.data() + wk_.off, dk_.data(), u_.data(),
+                                params_.data() + wk_.off, N_, C_, D_, proj_);
     du_ptr = du_.data();
   }
+  times_.project_back += t.seconds();
+  t.reset();
   table_->accumulate_grad(addr_, du_ptr);
+  times_.table_grad += t.seconds();
 }
 
 std::vector<ParamView> MemoryInjector::dense_params() {
@@ -158,7 +175,11 @@ void MemoryInjector::set_lr_schedule(std::function<double(int64_t)> backbone_lr)
   table_->optimizer().set_lr_schedule([backbone_lr, mult](int64_t t) { return mult * backbone_lr(t); });
 }
 
-void MemoryInjector::step_table(int64_t t) { table_->apply_update(t); }
+void MemoryInjector::step_table(int64_t t) {
+  const Timer timer;
+  table_->apply_update(t);
+  times_.table_update += timer.seconds();
+}
 
 MemoryInjectorStats MemoryInjector::stats() const {
   MemoryInjectorStats s;

@@ -46,6 +46,19 @@ struct MemoryInjectorStats {
   int64_t completed_step = 0;      // last table update
 };
 
+// Wall-clock seconds spent in each phase of the memory's work since the last reset_phase_times() (for the
+// benchmark's breakdown of the table overhead; a few steady-clock reads per micro-batch, always on).
+struct MemoryPhaseTimes {
+  double address = 0;       // n-gram hashing -> row addresses (+ the optimizer's catch-up of those rows)
+  double gather = 0;        // signed row gathers into u
+  double project = 0;       // e = W_V u (and k = W_K u)
+  double inject = 0;        // gate forward + backward at every injected layer
+  double project_back = 0;  // du = W_Vᵀ de and dW_V (and W_K)
+  double table_grad = 0;    // sparse row gradient accumulation
+  double table_update = 0;  // row-wise optimizer step
+  double total() const { return address + gather + project + inject + project_back + table_grad + table_update; }
+};
+
 class MemoryInjector : public ResidualInjector {
  public:
   // Builds layout (registry), zero table, and the dense parameters from RngStream(seed, "memory.init"),
@@ -75,6 +88,8 @@ class MemoryInjector : public ResidualInjector {
   void step_table(int64_t t);
 
   MemoryInjectorStats stats() const;
+  const MemoryPhaseTimes& phase_times() const { return times_; }
+  void reset_phase_times() { times_ = {}; }
   MemoryTable& table() { return *table_; }
   const MemoryTable& table() const { return *table_; }
   const MemoryConfig& config() const { return cfg_; }
@@ -110,8 +125,10 @@ class MemoryInjector : public ResidualInjector {
   Addresses addr_;
   int64_t N_ = 0;
   std::vector<float> u_, e_, k_, du_, de_, dk_;
+  readout::ProjectionScratch<float> proj_;
   std::vector<std::vector<float>> h_save_, alpha_;
   int64_t backward_done_ = 0;
+  MemoryPhaseTimes times_;
 };
 
 }  // namespace pg

@@ -195,6 +195,7 @@ TrainSummary train(const ExperimentConfig& cfg, const data::DataSet& ds, const T
   int64_t steps_this_call = 0, timed_steps = 0;
   double last_loss = 0.0;
   while (st.step < total_steps && (opt.stop_after < 0 || steps_this_call < opt.stop_after)) {
+    if (mem && steps_this_call == opt.untimed_steps) mem->reset_phase_times();  // time the timed steps only
     Timer step_timer;
     const double lr = wsd_lr(st.step, total_steps, tc.lr, tc.warmup_frac, tc.decay_frac);
     model.zero_grads();
@@ -258,6 +259,8 @@ TrainSummary train(const ExperimentConfig& cfg, const data::DataSet& ds, const T
   sum.train_tok_per_s = train_seconds > 0 ? static_cast<double>(timed_steps * tc.tokens_per_step) / train_seconds : 0;
   sum.final_train_loss = last_loss;
   sum.peak_rss_kb = peak_rss_kb();
+  sum.train_seconds = train_seconds;
+  if (mem) sum.memory_times = mem->phase_times();
   if (opt.write_files) {
     log.set_summary("train_tok_per_s", sum.train_tok_per_s);
     log.set_summary("peak_rss_kb", static_cast<double>(sum.peak_rss_kb));

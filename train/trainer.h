@@ -8,6 +8,7 @@
 #include "data/pipeline.h"
 #include "model/transformer.h"
 #include "train/config.h"
+#include "train/memory_injector.h"
 
 namespace pg {
 
@@ -25,6 +26,8 @@ struct TrainSummary {
   double first_eval = 0.0, final_eval = 0.0;  // held-out loss (nats) at the first and last evaluation
   double seconds = 0.0;                       // wall time of this call
   double train_tok_per_s = 0.0;               // training tokens / training seconds (evaluation excluded)
+  double train_seconds = 0.0;                 // seconds of the timed steps (after TrainOptions::untimed_steps)
+  MemoryPhaseTimes memory_times;              // the memory's share of train_seconds, by phase (no memory: zeros)
   double final_train_loss = 0.0;
   int64_t peak_rss_kb = 0;
   std::string out_dir;
