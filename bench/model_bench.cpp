@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_util.h"
 #include "core/threads.h"
 #include "core/timer.h"
 #include "model/transformer.h"
@@ -44,16 +45,6 @@ Shape shape(char which, int64_t mb) {
   return {"B", c, mb > 0 ? mb : 32};
 }
 
-std::vector<int> parse_list(const char* s) {
-  std::vector<int> v;
-  for (const char* p = s; *p;) {
-    v.push_back(std::atoi(p));
-    while (*p && *p != ',') ++p;
-    if (*p == ',') ++p;
-  }
-  return v;
-}
-
 // CPU time of the whole process (all threads; includes OpenMP barrier spinning).
 double process_cpu_seconds() {
   timespec ts;
@@ -80,7 +71,7 @@ int main(int argc, char** argv) {
       shapes = argv[++i];
       if (shapes == "all") shapes = "AB";
     } else if (arg("--threads")) {
-      threads = parse_list(argv[++i]);
+      threads = pg::bench::parse_list(argv[++i]);
     } else if (arg("--iters")) {
       iters = std::max(1, std::atoi(argv[++i]));
     } else if (arg("--mb")) {
