@@ -1,17 +1,20 @@
-// `pagegram train`, `pagegram eval` and `pagegram bench train`.
+// `pagegram train`, `pagegram eval`, `pagegram bench train` and `pagegram bench overhead`.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
 
 #include "cli/commands.h"
+#include "core/build_info.h"
 #include "core/rng.h"
 #include "core/threads.h"
 #include "core/timer.h"
 #include "data/pipeline.h"
 #include "train/checkpoint.h"
 #include "train/memory_injector.h"
+#include "train/overhead.h"
 #include "train/trainer.h"
 
 namespace pg::cli {
@@ -150,6 +153,58 @@ void register_train_commands(CLI::App& app, int argc, char** argv) {
         std::printf("memory %.1f%% of step time: address %.1f%%  gather %.1f%%  project %.1f%%  inject %.1f%%  "
                     "project back %.1f%%  table grad %.1f%%  table update %.1f%%\n",
                     pct(m.total()), pct(m.address), pct(m.gather), pct(m.project), pct(m.inject), pct(m.project_back),
+                    pct(m.table_grad), pct(m.table_update));
+      }
+    });
+    static std::vector<std::string> configs, osets;
+    static int64_t rounds = 10, owarmup = 2;
+    CLI::App* o = bench->add_subcommand(
+        "overhead", "memory-table overhead in one process: one step of each config in turn, round after round");
+    o->add_option("--config", configs, "experiment configs (repeat): the first is the baseline (e.g. configs/b/none.yaml)")
+        ->required();
+    o->add_option("--set", osets, "override a key in every config (repeatable)");
+    o->add_option("--rounds", rounds, "timed rounds")->capture_default_str()->check(CLI::Range(int64_t{1}, int64_t{1000000}));
+    o->add_option("--warmup", owarmup, "untimed rounds")->capture_default_str()->check(CLI::Range(int64_t{0}, int64_t{1000000}));
+    o->callback([] {
+      std::vector<ExperimentConfig> cfgs;
+      for (const std::string& c : configs) cfgs.push_back(load_experiment(c, osets));
+      const OverheadResult r = measure_overhead(cfgs, rounds, owarmup, [](int64_t i) {
+        std::fprintf(stderr, "round %ld/%ld\n", long(i + 1), long(rounds + owarmup));
+      });
+      const auto median = [](std::vector<double> v) {
+        std::sort(v.begin(), v.end());
+        const size_t n = v.size();
+        return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+      };
+      std::printf("bench overhead: %ld rounds (+%ld untimed) x %zu configs, %ld tokens per step, %d threads; %s\n",
+                  long(rounds), long(owarmup), cfgs.size(), long(r.tokens_per_step), r.threads, (std::string("pagegram ") + build::kRevision).c_str());
+      std::printf("| config | layout | tok/s, median (min – max) | overhead vs %s: median of rounds (min – max) | "
+                  "memory work, %% of step | peak RSS (process) |\n|---|---|---:|---:|---:|---:|\n",
+                  r.variants[0].name.c_str());
+      const auto& base = r.variants[0].step_seconds;
+      for (const OverheadVariant& v : r.variants) {
+        std::vector<double> over, toks;
+        for (size_t i = 0; i < v.step_seconds.size(); ++i) {
+          over.push_back(100.0 * (1.0 - base[i] / v.step_seconds[i]));  // 1 - tok/s ratio
+          toks.push_back(static_cast<double>(r.tokens_per_step) / v.step_seconds[i]);
+        }
+        double total = 0;
+        for (double s : v.step_seconds) total += s;
+        std::printf("| %s | %s | %.0f (%.0f – %.0f) | %+.1f%% (%+.1f%% – %+.1f%%) | %.1f%% | %.0f MiB |\n",
+                    v.name.c_str(), v.layout.c_str(), median(toks), *std::min_element(toks.begin(), toks.end()),
+                    *std::max_element(toks.begin(), toks.end()), median(over),
+                    *std::min_element(over.begin(), over.end()), *std::max_element(over.begin(), over.end()),
+                    100.0 * v.phases.total() / total, r.peak_rss_kb / 1024.0);
+      }
+      for (const OverheadVariant& v : r.variants) {
+        const MemoryPhaseTimes& m = v.phases;
+        if (m.total() <= 0) continue;
+        double total = 0;
+        for (double s : v.step_seconds) total += s;
+        const auto pct = [&](double x) { return 100.0 * x / total; };
+        std::printf("%s: address %.1f%%  gather %.1f%%  project %.1f%%  inject %.1f%%  project back %.1f%%  "
+                    "table grad %.1f%%  table update %.1f%% of its step time\n",
+                    v.name.c_str(), pct(m.address), pct(m.gather), pct(m.project), pct(m.inject), pct(m.project_back),
                     pct(m.table_grad), pct(m.table_update));
       }
     });
