@@ -24,6 +24,8 @@ double RowwiseRmsOptimizer::lr(int64_t t) {
 }
 
 void RowwiseRmsOptimizer::extend_schedule(int64_t t) {
+  while (static_cast<int64_t>(beta2_pow_.size()) <= t)
+    beta2_pow_.push_back(std::pow(s_.beta2, static_cast<double>(beta2_pow_.size())));
   if (s_.weight_decay == 0.0) return;
   while (static_cast<int64_t>(log_decay_.size()) <= t) {
     const int64_t i = static_cast<int64_t>(log_decay_.size());
@@ -46,8 +48,7 @@ void RowwiseRmsOptimizer::catch_up_row(float* theta, int64_t row, int64_t t) {
     const float f = static_cast<float>(decay_between(last, t));
     for (int64_t j = 0; j < width_; ++j) theta[j] *= f;
   }
-  v_[static_cast<size_t>(row)] =
-      static_cast<float>(v_[static_cast<size_t>(row)] * std::pow(s_.beta2, static_cast<double>(k)));
+  v_[static_cast<size_t>(row)] = static_cast<float>(v_[static_cast<size_t>(row)] * beta2_pow_[static_cast<size_t>(k)]);
   last_[static_cast<size_t>(row)] = static_cast<int32_t>(t);
 }
 

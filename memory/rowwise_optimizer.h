@@ -50,7 +50,7 @@ class RowwiseRmsOptimizer {
   void load(const h5::Group& g, int64_t completed_step);
 
  private:
-  void extend_schedule(int64_t t);                   // grows log_decay_ to cover step t (call outside parallel regions)
+  void extend_schedule(int64_t t);  // grows log_decay_ and beta2_pow_ to cover step t (outside parallel regions)
   double decay_between(int64_t a, int64_t b) const;  // Π_{i=a+1}^{b} (1 − η_i λ_T)
   void catch_up_row(float* theta, int64_t row, int64_t t);
   void update_row(float* theta, int64_t row, const float* g, int64_t t, double eta, double bias_corr);
@@ -61,6 +61,7 @@ class RowwiseRmsOptimizer {
   std::vector<int32_t> last_;
   std::function<double(int64_t)> lr_;
   std::vector<double> log_decay_{0.0};  // L[0..]
+  std::vector<double> beta2_pow_{1.0};  // beta2^k (std::pow, computed once per k: the same bits as per row)
 };
 
 }  // namespace pg
