@@ -264,6 +264,12 @@ TrainSummary train(const ExperimentConfig& cfg, const data::DataSet& ds, const T
   if (opt.write_files) {
     log.set_summary("train_tok_per_s", sum.train_tok_per_s);
     log.set_summary("peak_rss_kb", static_cast<double>(sum.peak_rss_kb));
+    if (mem && train_seconds > 0) {  // the memory's own work (phase timers) as a share of the training steps
+      const MemoryPhaseTimes& m = sum.memory_times;
+      log.set_summary("memory_work_fraction", m.total() / train_seconds);
+      log.set_summary("memory_projection_fraction", (m.project + m.project_back) / train_seconds);
+      log.set_summary("memory_table_fraction", (m.address + m.gather + m.table_grad + m.table_update) / train_seconds);
+    }
     if (!log.eval_loss().empty()) log.set_summary("final_eval_loss", log.eval_loss().back());
     log.flush();
   }

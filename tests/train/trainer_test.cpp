@@ -133,6 +133,24 @@ TEST_F(TrainerTest, LearnsAndIsBitIdenticalForOneAndTwoThreads) {
   EXPECT_EQ(a.final_eval, b.final_eval);
 }
 
+TEST_F(TrainerTest, MemoryRunLogsTheShareOfItsOwnWork) {
+  ExperimentConfig c = config("mem_share");
+  c.memory = load_experiment(PG_SOURCE_DIR "/configs/tiny.yaml",
+                             {"memory.layout=pagegram", "memory.target_params=20000", "memory.inject_layers=[0, 1]"})
+                 .memory;
+  run(c);
+  h5::File f = h5::File::open(c.train.out_dir + "/log.h5");
+  const h5::Group sum = f.root().sub("summary");
+  const double all = sum.attr_double("memory_work_fraction"), proj = sum.attr_double("memory_projection_fraction"),
+               table = sum.attr_double("memory_table_fraction");
+  EXPECT_GT(proj, 0.0);
+  EXPECT_GT(table, 0.0);
+  EXPECT_LE(proj + table, all);
+  EXPECT_LT(all, 1.0);
+  h5::File g = h5::File::open(run(config("no_mem_share")).out_dir + "/log.h5");
+  EXPECT_FALSE(g.root().sub("summary").has_attr("memory_work_fraction"));
+}
+
 TEST_F(TrainerTest, ResumeContinuesBitIdentically) {
   TrainSummary full = run(config("full"));
   ExperimentConfig c = config("split");
