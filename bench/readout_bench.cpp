@@ -4,7 +4,8 @@
 //                       [--threads 1,2]
 // Defaults: shape B (8,192 tokens of d 192), 2 orders x 8 heads x r 64 (D = 1,024), 156,250 rows per table
 // (10M parameters). Addresses are uniform random rows (a real corpus repeats n-grams: fewer unique rows).
-// GFLOP/s counts 2·N·C·D per projection GEMM (forward 1, backward 2). Figures are medians over iterations.
+// GFLOP/s counts 2·N·C·D per projection GEMM (forward 1, backward 2). "sparse grad" is sort + reduce + the add of
+// a step's first micro-batch (a swap; later micro-batches merge). Figures are medians over iterations.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>

@@ -13,8 +13,8 @@ namespace pg::readout {
 // Rows per fixed work chunk: every parallel loop splits by these, never by thread count.
 inline constexpr int64_t kRowChunk = 128;
 
-// Packed operands of the projections (float: packed once per call and shared by the tasks; double: unused),
-// grown on first use and then reused, so a training step allocates nothing.
+// Scratch of the projections, grown on first use and then reused, so a training step allocates nothing: packed
+// operands w, de (float only: packed once per call and shared by the tasks; double uses views) and dwt (both).
 template <class T>
 struct ProjectionScratch {
   std::vector<T> w, de, dwt;
@@ -24,7 +24,7 @@ struct ProjectionScratch {
 template <class T>
 void project_forward(T* e, const T* u, const T* w, int64_t N, int64_t C, int64_t D, ProjectionScratch<T>& s);
 // du [N, D] = de · W_V, or += when accumulate_du (skipped when du is null); dw [C, D] += deᵀ · u (computed as
-// dwᵀ = uᵀ · de with de packed once: u is read once, never copied).
+// dwᵀ = uᵀ · de with de packed once and u's blocks packed as they are used, never u whole).
 template <class T>
 void project_backward(T* du, bool accumulate_du, T* dw, const T* de, const T* u, const T* w, int64_t N, int64_t C,
                       int64_t D, ProjectionScratch<T>& s);

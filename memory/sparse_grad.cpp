@@ -86,8 +86,9 @@ void sparse_grad(const Addresses& a, const float* dout, int64_t width, bool sums
   const int64_t ow = sums_heads ? width : H * width;
   const int64_t* rows = a.rows.data();
   // Entry order sorted by (row, entry): row_of(q), entry_of(q) for q < E.
-  int64_t max_row = 0;
-  for (int64_t e = 0; e < E; ++e) max_row = std::max(max_row, rows[e]);
+  int64_t max_row = 0, min_row = 0;
+  for (int64_t e = 0; e < E; ++e) max_row = std::max(max_row, rows[e]), min_row = std::min(min_row, rows[e]);
+  PG_CHECK(min_row >= 0, "sparse_grad: negative row ", min_row);
   const bool radix = E <= int64_t{UINT32_MAX} && max_row <= int64_t{UINT32_MAX};
   auto& keys = scratch.keys;
   auto& order = scratch.order;
@@ -113,8 +114,9 @@ void sparse_grad(const Addresses& a, const float* dout, int64_t width, bool sums
   const int64_t U = static_cast<int64_t>(seg.size());
   seg.push_back(E);
   out.width = width;
-  // Capacity for the most rows a batch can touch (E), so the buffers never reallocate and re-fault as U
+  // Capacity for the most rows a batch can touch (E), so these buffers do not reallocate and re-fault as U
   // drifts from batch to batch (reserved address space is free; pages fault in once, when first written).
+  // The first add of a step swaps them with the accumulator's, so both pairs settle within two steps.
   out.rows.reserve(static_cast<size_t>(E));
   out.values.reserve(static_cast<size_t>(E * width));
   out.rows.resize(static_cast<size_t>(U));

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Memory-table overhead against no table at shape A or B: `pagegram bench overhead` on the presets, i.e. one backbone
-# in one process taking one optimizer step with each variant in turn (none, flat, engram, pagegram_s4, none, ...),
-# round after round, so the variants of a round run seconds apart and the slow phases of a shared VM hit them alike.
+# in one process taking one optimizer step with each variant in turn (the order rotated every round), round after
+# round, so the variants of a round run seconds apart and the slow phases of a shared VM hit them alike.
 # Reported per variant: tok/s (median, min-max), the overhead against the first variant as the median (min-max) of
 # the per-round overheads, and the memory's own work as a share of its step time (phase timers), then the phases.
 # Usage: scripts/bench_overhead.sh [--shape A|B] [--rounds R] [--warmup W] [--memory none,flat,engram,pagegram_s4]

@@ -77,10 +77,12 @@ void MemoryInjector::prepare_impl(std::span<const Tok> tokens, std::span<const u
   if (context()) {
     k_.resize(static_cast<size_t>(N_ * C_));
     readout::project_forward(k_.data(), u_.data(), params_.data() + wk_.off, N_, C_, D_, proj_);
-    dk_.assign(static_cast<size_t>(N_ * C_), 0.0f);
   }
-  de_.assign(static_cast<size_t>(N_ * C_), 0.0f);
   times_.project += t.seconds();
+  t.reset();
+  if (context()) dk_.assign(static_cast<size_t>(N_ * C_), 0.0f);
+  de_.assign(static_cast<size_t>(N_ * C_), 0.0f);  // the gates' backward passes add into de (and dk)
+  times_.inject += t.seconds();
 }
 
 void MemoryInjector::prepare(std::span<const uint16_t> tokens, std::span<const uint64_t> doc_offsets,

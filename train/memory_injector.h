@@ -52,7 +52,7 @@ struct MemoryPhaseTimes {
   double address = 0;       // n-gram hashing -> row addresses (+ the optimizer's catch-up of those rows)
   double gather = 0;        // signed row gathers into u
   double project = 0;       // e = W_V u (and k = W_K u)
-  double inject = 0;        // gate forward + backward at every injected layer
+  double inject = 0;        // gate forward + backward at every injected layer (+ zeroing their gradient buffers)
   double project_back = 0;  // du = W_Vᵀ de and dW_V (and W_K)
   double table_grad = 0;    // sparse row gradient accumulation
   double table_update = 0;  // row-wise optimizer step
@@ -90,6 +90,7 @@ class MemoryInjector : public ResidualInjector {
   MemoryInjectorStats stats() const;
   const MemoryPhaseTimes& phase_times() const { return times_; }
   void reset_phase_times() { times_ = {}; }
+  void restore_phase_times(const MemoryPhaseTimes& t) { times_ = t; }  // e.g. to leave an evaluation out
   MemoryTable& table() { return *table_; }
   const MemoryTable& table() const { return *table_; }
   const MemoryConfig& config() const { return cfg_; }

@@ -71,7 +71,8 @@ OverheadResult measure_overhead(const std::vector<ExperimentConfig>& cfgs, int64
   for (size_t i = 0; i < cfgs.size(); ++i)
     res.variants.push_back({cfgs[i].name, cfgs[i].memory.layout, {}, {}});
   for (int64_t r = 0; r < warmup + rounds; ++r) {
-    for (size_t i = 0; i < vs.size(); ++i) {
+    for (size_t k = 0; k < vs.size(); ++k) {
+      const size_t i = (k + static_cast<size_t>(r)) % vs.size();  // rotate: no variant always runs after the same one
       Variant& v = vs[i];
       MemoryInjector* mem = v.mem.get();
       model.set_injector(mem);

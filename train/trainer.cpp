@@ -182,7 +182,9 @@ TrainSummary train(const ExperimentConfig& cfg, const data::DataSet& ds, const T
   Timer wall;
   auto run_eval = [&](int64_t step) {
     Timer t;
+    const MemoryPhaseTimes train_times = mem ? mem->phase_times() : MemoryPhaseTimes{};
     const double l = evaluate(model, val, eval_n, *ds.heldout, mem.get());
+    if (mem) mem->restore_phase_times(train_times);  // the phase timers measure training steps only
     log.eval_row(step, st.tokens, l);
     progress.line(str("eval step ", step, ": held-out loss ", l, " over ", eval_n, " windows (", t.seconds(), " s)"));
     return l;

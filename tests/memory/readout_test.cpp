@@ -77,6 +77,12 @@ TEST(Readout, ProjectionBackwardOverwritesOrAddsToDu) {
       ASSERT_NEAR(du[i], ref, 1e-4 * (1 + std::fabs(ref))) << "du[" << t << ", " << d << "]";
       ASSERT_NEAR(acc[i], prior[i] + ref, 1e-4 * (1 + std::fabs(ref))) << "du += at [" << t << ", " << d << "]";
     }
+  for (int64_t c = 0; c < C; ++c)  // dW over two column tasks (D = 130 > 112), through the transposed scratch
+    for (int64_t d = 0; d < D; ++d) {
+      double ref = 0;
+      for (int64_t t = 0; t < N; ++t) ref += static_cast<double>(de[t * C + c]) * u[t * D + d];
+      ASSERT_NEAR(dw[static_cast<size_t>(c * D + d)], ref, 1e-4 * (1 + std::fabs(ref))) << "dW[" << c << ", " << d << "]";
+    }
   EXPECT_EQ(0, std::memcmp(dw.data(), dw2.data(), dw.size() * sizeof(float))) << "dW must not depend on du's mode";
 }
 
@@ -157,7 +163,7 @@ TEST(Readout, OrthogonalInitHasOrthonormalRowsTimesGain) {
 }
 
 TEST(Readout, OneAndTwoThreadsGiveIdenticalBits) {
-  const int64_t N = 700, C = 48, D = 300;  // N, D not multiples of the chunks (512 rows, 256 columns)
+  const int64_t N = 700, C = 48, D = 300;  // N, D not multiples of the task sizes (112 rows, 112 columns)
   auto mk = [](size_t n, uint64_t s) {
     auto d = randn(n, s);
     return std::vector<float>(d.begin(), d.end());

@@ -73,9 +73,11 @@ TEST(SparseGradAccumulator, MicroBatchesOfTwoStepsEqualTheDenseScatterAdd) {
   }
 }
 
-TEST(SparseGrad, RadixSortPathEqualsTheWideRowPath) {
+// rows_below: rows in [row0, row0 + rows_below); row0 near 2^32 - 1 makes the radix sort take all three passes.
+void expect_radix_equals_wide_path(int64_t row0, int64_t rows_below) {
   const int64_t width = 64, heads = 4, n = 500;
-  const Addresses a = random_addresses(n, heads, width, 300, 7);
+  Addresses a = random_addresses(n, heads, width, rows_below, 7);
+  for (auto& r : a.rows) r += row0;
   Addresses wide = a;  // the same order of rows, beyond 32 bits: sorted with std::sort of (row, entry) pairs
   const int64_t shift = int64_t{1} << 33;
   for (auto& r : wide.rows) r += shift;
@@ -84,11 +86,17 @@ TEST(SparseGrad, RadixSortPathEqualsTheWideRowPath) {
   SparseGradScratch s1, s2;
   sparse_grad(a, dout.data(), width, false, g, s1);
   sparse_grad(wide, dout.data(), width, false, gw, s2);
-  ASSERT_EQ(g.size(), gw.size());
+  ASSERT_EQ(g.size(), gw.size()) << "rows from " << row0;
   ASSERT_TRUE(std::is_sorted(g.rows.begin(), g.rows.end()));
   for (int64_t u = 0; u < g.size(); ++u) ASSERT_EQ(g.rows[static_cast<size_t>(u)] + shift, gw.rows[static_cast<size_t>(u)]);
   ASSERT_EQ(g.values.size(), gw.values.size());
   EXPECT_EQ(0, std::memcmp(g.values.data(), gw.values.data(), g.values.size() * sizeof(float)));
+}
+
+TEST(SparseGrad, RadixSortPathEqualsTheWideRowPath) {
+  expect_radix_equals_wide_path(0, 300);                                 // one radix pass
+  expect_radix_equals_wide_path(int64_t{UINT32_MAX} - 299, 300);         // three passes, rows up to 2^32 - 1
+  expect_radix_equals_wide_path(int64_t{1} << 20, int64_t{1} << 21);     // two passes, few repeats
 }
 
 }  // namespace
