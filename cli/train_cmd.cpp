@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <numeric>
 #include <iostream>
 
 #include "cli/commands.h"
@@ -23,6 +24,17 @@ std::string joined_command(int argc, char** argv) {
   std::string s;
   for (int i = 0; i < argc; ++i) s += (i ? " " : "") + std::string(argv[i]);
   return s;
+}
+// "address 0.1%  gather 0.4%  ...": each memory phase as a share of `seconds`.
+std::string phase_shares(const MemoryPhaseTimes& m, double seconds) {
+  char buf[256];
+  const auto pct = [&](double x) { return 100.0 * x / seconds; };
+  std::snprintf(buf, sizeof(buf),
+                "address %.1f%%  gather %.1f%%  project %.1f%%  inject %.1f%%  project back %.1f%%  table grad %.1f%%  "
+                "table update %.1f%%",
+                pct(m.address), pct(m.gather), pct(m.project), pct(m.inject), pct(m.project_back), pct(m.table_grad),
+                pct(m.table_update));
+  return buf;
 }
 // A temporary dataset of uniformly random tokens (documents of 8,192 tokens), removed on destruction.
 struct SyntheticData {
@@ -148,13 +160,9 @@ void register_train_commands(CLI::App& app, int argc, char** argv) {
       std::printf("tok/s %.0f  GFLOP/s %.1f  peak RSS %.0f MiB\n", s.train_tok_per_s, s.train_tok_per_s * flops / 1e9,
                   s.peak_rss_kb / 1024.0);
       const MemoryPhaseTimes& m = s.memory_times;
-      if (m.total() > 0 && s.train_seconds > 0) {
-        const auto pct = [&](double x) { return 100.0 * x / s.train_seconds; };
-        std::printf("memory %.1f%% of step time: address %.1f%%  gather %.1f%%  project %.1f%%  inject %.1f%%  "
-                    "project back %.1f%%  table grad %.1f%%  table update %.1f%%\n",
-                    pct(m.total()), pct(m.address), pct(m.gather), pct(m.project), pct(m.inject), pct(m.project_back),
-                    pct(m.table_grad), pct(m.table_update));
-      }
+      if (m.total() > 0 && s.train_seconds > 0)
+        std::printf("memory %.1f%% of step time: %s\n", 100.0 * m.total() / s.train_seconds,
+                    phase_shares(m, s.train_seconds).c_str());
     });
     static std::vector<std::string> configs, osets;
     static int64_t rounds = 10, owarmup = 2;
@@ -182,31 +190,24 @@ void register_train_commands(CLI::App& app, int argc, char** argv) {
                   "memory work, %% of step | peak RSS (process) |\n|---|---|---:|---:|---:|---:|\n",
                   r.variants[0].name.c_str());
       const auto& base = r.variants[0].step_seconds;
+      std::vector<double> seconds;  // per variant: its timed steps summed
       for (const OverheadVariant& v : r.variants) {
         std::vector<double> over, toks;
         for (size_t i = 0; i < v.step_seconds.size(); ++i) {
           over.push_back(100.0 * (1.0 - base[i] / v.step_seconds[i]));  // 1 - tok/s ratio
           toks.push_back(static_cast<double>(r.tokens_per_step) / v.step_seconds[i]);
         }
-        double total = 0;
-        for (double s : v.step_seconds) total += s;
+        seconds.push_back(std::accumulate(v.step_seconds.begin(), v.step_seconds.end(), 0.0));
         std::printf("| %s | %s | %.0f (%.0f – %.0f) | %+.1f%% (%+.1f%% – %+.1f%%) | %.1f%% | %.0f MiB |\n",
                     v.name.c_str(), v.layout.c_str(), median(toks), *std::min_element(toks.begin(), toks.end()),
                     *std::max_element(toks.begin(), toks.end()), median(over),
                     *std::min_element(over.begin(), over.end()), *std::max_element(over.begin(), over.end()),
-                    100.0 * v.phases.total() / total, r.peak_rss_kb / 1024.0);
+                    100.0 * v.phases.total() / seconds.back(), r.peak_rss_kb / 1024.0);
       }
-      for (const OverheadVariant& v : r.variants) {
-        const MemoryPhaseTimes& m = v.phases;
-        if (m.total() <= 0) continue;
-        double total = 0;
-        for (double s : v.step_seconds) total += s;
-        const auto pct = [&](double x) { return 100.0 * x / total; };
-        std::printf("%s: address %.1f%%  gather %.1f%%  project %.1f%%  inject %.1f%%  project back %.1f%%  "
-                    "table grad %.1f%%  table update %.1f%% of its step time\n",
-                    v.name.c_str(), pct(m.address), pct(m.gather), pct(m.project), pct(m.inject), pct(m.project_back),
-                    pct(m.table_grad), pct(m.table_update));
-      }
+      for (size_t i = 0; i < r.variants.size(); ++i)
+        if (r.variants[i].phases.total() > 0)
+          std::printf("%s: %s of its step time\n", r.variants[i].name.c_str(),
+                      phase_shares(r.variants[i].phases, seconds[i]).c_str());
     });
   }
 }

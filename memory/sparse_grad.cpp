@@ -86,15 +86,18 @@ void sparse_grad(const Addresses& a, const float* dout, int64_t width, bool sums
   const int64_t ow = sums_heads ? width : H * width;
   const int64_t* rows = a.rows.data();
   // Entry order sorted by (row, entry): row_of(q), entry_of(q) for q < E.
-  int64_t max_row = 0, min_row = 0;
-  for (int64_t e = 0; e < E; ++e) max_row = std::max(max_row, rows[e]), min_row = std::min(min_row, rows[e]);
-  PG_CHECK(min_row >= 0, "sparse_grad: negative row ", min_row);
-  const bool radix = E <= int64_t{UINT32_MAX} && max_row <= int64_t{UINT32_MAX};
+  // One pass builds the radix keys and finds the row range (keys are only used when rows and entries fit 32 bits).
   auto& keys = scratch.keys;
   auto& order = scratch.order;
+  keys.resize(static_cast<size_t>(E));
+  int64_t max_row = 0, min_row = 0;
+  for (int64_t e = 0; e < E; ++e) {
+    max_row = std::max(max_row, rows[e]), min_row = std::min(min_row, rows[e]);
+    keys[static_cast<size_t>(e)] = static_cast<uint64_t>(rows[e]) << 32 | static_cast<uint64_t>(e);
+  }
+  PG_CHECK(min_row >= 0, "sparse_grad: negative row ", min_row);
+  const bool radix = E <= int64_t{UINT32_MAX} && max_row <= int64_t{UINT32_MAX};
   if (radix) {
-    keys.resize(static_cast<size_t>(E));
-    for (int64_t e = 0; e < E; ++e) keys[static_cast<size_t>(e)] = static_cast<uint64_t>(rows[e]) << 32 | static_cast<uint64_t>(e);
     radix_sort_by_row(keys, scratch.tmp, static_cast<uint64_t>(max_row));
   } else {
     order.resize(static_cast<size_t>(E));

@@ -54,9 +54,7 @@ OverheadResult measure_overhead(const std::vector<ExperimentConfig>& cfgs, int64
   constexpr double kLr = 1e-5;  // small: the weights stay sane over many shared steps; the work is the same
   for (size_t i = 0; i < cfgs.size(); ++i) {
     vs[i].mem = attach_memory(cfgs[i], model);
-    std::vector<ParamView> views;
-    for (const ParamInfo& pi : model.param_infos())
-      views.push_back({pi.name, model.params().data() + pi.offset, model.grads().data() + pi.offset, pi.size, pi.decay});
+    std::vector<ParamView> views = backbone_views(model);
     if (vs[i].mem) {
       for (const ParamView& v : vs[i].mem->dense_params()) views.push_back(v);
       vs[i].mem->set_lr_schedule([](int64_t) { return kLr; });

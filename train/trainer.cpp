@@ -76,8 +76,6 @@ double evaluate(Transformer& model, const data::ValidationWindows& val, int64_t 
   return sum / static_cast<double>(total);
 }
 
-namespace {
-
 std::vector<ParamView> backbone_views(Transformer& model) {
   std::vector<ParamView> views;
   float* p = model.params().data();
@@ -86,6 +84,8 @@ std::vector<ParamView> backbone_views(Transformer& model) {
     views.push_back({pi.name, p + pi.offset, g + pi.offset, pi.size, pi.decay});
   return views;
 }
+
+namespace {
 
 std::string fmt_duration(double s) {
   char buf[32];

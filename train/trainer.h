@@ -45,6 +45,9 @@ double evaluate(Transformer& model, const data::ValidationWindows& val, int64_t 
 std::unique_ptr<MemoryInjector> attach_memory(const ExperimentConfig& cfg, Transformer& model,
                                               const data::Tokenizer* tokenizer = nullptr);
 
+// The backbone's parameters as named AdamW views (parameter + gradient), in buffer order.
+std::vector<ParamView> backbone_views(Transformer& model);
+
 // Peak resident set size of this process (kB), from /proc/self/status.
 int64_t peak_rss_kb();
 
