@@ -1,11 +1,14 @@
-// Single-threaded fp32 GEMM engine (AVX-512 14x32 micro-kernel, packed operands) for the backbone and the memory
-// readout, and the double fallback (Eigen) used by the gradient-check instantiations.
+// Single-threaded fp32 GEMM engine (packed operands; AVX-512 or AVX2 micro-kernels chosen at run time, see
+// core/kernels.h) for the backbone and the memory readout, and the double path (Eigen) used by the
+// gradient-check instantiations.
 //
 // Every call is single-threaded: callers split work into fixed chunks (never by thread count), so a
 // result never depends on which thread computed it or how many threads there are. Within one call the
 // summation order over k is a pure function of K (k-blocks of k_block(K)), so identical inputs give
-// identical bits, whatever the row/column offsets or the blocking over M and N.
+// identical bits, whatever the row/column offsets or the blocking over M and N. In fact every output element
+// is one sequential FMA chain over k = 0..K-1, so the bits do not depend on the kernel's ISA either.
 #pragma once
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 
@@ -39,6 +42,13 @@ struct PackedB {
   const float* data = nullptr;
   int64_t k_cap = 0;
 };
+
+// K split into equal-ish blocks of at most kKc (a pure function of K).
+inline int64_t k_block(int64_t K) {
+  const int64_t nblk = (K + kKc - 1) / kKc;
+  const int64_t kc = (K + nblk - 1) / nblk;
+  return std::min<int64_t>(kKc, (kc + 7) / 8 * 8);
+}
 
 inline int64_t packed_a_panels(int64_t M) { return (M + kMr - 1) / kMr; }
 inline int64_t packed_b_panels(int64_t N) { return (N + kNr - 1) / kNr; }

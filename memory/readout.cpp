@@ -14,10 +14,8 @@ namespace pg::readout {
 namespace {
 
 int64_t chunks_of(int64_t n, int64_t c) { return (n + c - 1) / c; }
-// Token rows per projection task (8 micro-panels of 14) and readout columns per dW task. With the AVX-512
-// kernel the results do not depend on either (core/gemm: the bits are a function of K only), only the load
-// balance does; the Eigen fallback (no AVX-512) may round differently for other task sizes, and is still the
-// same for any thread count.
+// Token rows per projection task (8 micro-panels of 14) and readout columns per dW task. The results do not
+// depend on either (core/gemm: each element is one FMA chain over k, in every ISA), only the load balance does.
 constexpr int64_t kGemmRows = 112;
 constexpr int64_t kDwCols = 112;
 

@@ -1,5 +1,5 @@
 // Implementation of model/layers.h, explicitly instantiated for float (training) and double (gradient checks).
-// GCC 12 reports false -Wmaybe-uninitialized inside its own AVX-512 intrinsics (_mm512_undefined_*) and Eigen.
+// GCC 12 reports false -Wmaybe-uninitialized inside Eigen.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include "model/layers.h"
 

@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the project needs (only when missing) and builds it (Release) into build/.
-# Usage: scripts/setup.sh [--werror] [--sanitize]
+# Usage: scripts/setup.sh [--werror] [--sanitize] [--native]
+# Every option is passed to CMake explicitly, so a build tree configured by one command (say the test command's
+# --werror) never carries that choice into the next. The default build is portable (x86-64-v3 + run-time
+# dispatch to the AVX-512 kernels); --native compiles everything for this CPU only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,13 +21,15 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-flags=(-DCMAKE_BUILD_TYPE=Release)
+werror=OFF; sanitize=OFF; native=OFF; btype=Release
 for a in "$@"; do
   case "$a" in
-    --werror) flags+=(-DPAGEGRAM_WERROR=ON) ;;
-    --sanitize) flags+=(-DPAGEGRAM_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo) ;;
-    *) echo "setup: unknown option $a (known: --werror --sanitize)" >&2; exit 2 ;;
+    --werror) werror=ON ;;
+    --sanitize) sanitize=ON; btype=RelWithDebInfo ;;
+    --native) native=ON ;;
+    *) echo "setup: unknown option $a (known: --werror --sanitize --native)" >&2; exit 2 ;;
   esac
 done
+flags=(-DCMAKE_BUILD_TYPE=$btype -DPAGEGRAM_WERROR=$werror -DPAGEGRAM_SANITIZE=$sanitize -DPAGEGRAM_NATIVE=$native)
 cmake -S . -B build "${flags[@]}" >/dev/null
 cmake --build build -j"$(nproc)"

@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "core/build_info.h"
+#include "core/kernels.h"
 
 namespace pg {
 namespace {
@@ -30,6 +31,8 @@ void save_checkpoint(const std::string& path, const ExperimentConfig& cfg, const
     r.set_attr("format_version", kCheckpointVersion);
     r.set_attr("config", cfg::dump(cfg));
     r.set_attr("revision", std::string(build::kRevision));
+    r.set_attr("kernels", std::string(kern::active_name()));
+    r.set_attr("cpu", isa::cpu_description());
     r.set_attr("step", st.step);
     r.set_attr("tokens", st.tokens);
     r.set_attr("sampler_counter", static_cast<int64_t>(st.sampler_counter));

@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "core/build_info.h"
+#include "core/kernels.h"
 #include "core/h5.h"
 
 namespace pg {
@@ -110,6 +111,8 @@ void RunLog::flush() {
     r.set_attr("revision", std::string(build::kRevision));
     r.set_attr("compiler_flags", std::string(build::kFlags));
     r.set_attr("build_type", std::string(build::kBuildType));
+    r.set_attr("kernels", std::string(kern::active_name()));
+    r.set_attr("cpu", isa::cpu_description());
     r.set_attr("threads", meta_.threads);
     r.set_attr("pinned", int64_t{meta_.pinned ? 1 : 0});
     r.set_attr("cpus", meta_.cpus);

@@ -66,18 +66,8 @@ TEST(ModelGemm, PackedOperandWithOffsetsMatchesUnpacked) {
   std::vector<float> c1(M * nn), c2(M * nn);
   gemm::gemm_b(M, nn, kk, View{A.data(), K, 1}, op, k0, n0, c1.data(), nn, false);
   gemm::gemm(M, nn, kk, View{A.data(), K, 1}, View{B.data() + k0 * N + n0, N, 1}, c2.data(), nn, false);
-#if defined(__AVX512F__)
-  const bool exact = true;  // same kernel, same k blocking: bit-identical
-#else
-  const bool exact = false;  // the portable fallback goes through Eigen, whose blocking depends on the shape
-#endif
-  auto expect_same = [&](const std::vector<float>& x, const std::vector<float>& y) {
-    if (exact) {
-      EXPECT_EQ(x, y);
-    } else {
-      for (size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(x[i], y[i], 1e-4f * (1 + std::abs(y[i])));
-    }
-  };
+  // every element is one FMA chain over k (core/gemm.h): the packed and unpacked paths agree bit for bit
+  auto expect_same = [&](const std::vector<float>& x, const std::vector<float>& y) { EXPECT_EQ(x, y); };
   expect_same(c1, c2);
   // A pre-packed as well: rows [14, 14 + 30) of A, same k range
   std::vector<float> pa(gemm::packed_a_floats(M, K));

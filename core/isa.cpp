@@ -1,0 +1,87 @@
+// Implementation of core/isa.h.
+#include "core/isa.h"
+
+#include <fstream>
+#include <utility>
+
+#include "core/error.h"
+
+namespace pg::isa {
+
+const char* name(Isa i) {
+  switch (i) {
+    case Isa::avx2: return "avx2";
+    case Isa::avx512: return "avx512";
+  }
+  return "?";
+}
+
+bool cpu_supports(Isa i) {
+  __builtin_cpu_init();
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  switch (i) {
+    case Isa::avx2: return avx2;
+    case Isa::avx512:
+      return avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+             __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+  }
+  return false;
+}
+
+std::vector<Isa> supported() {
+  std::vector<Isa> out;
+  for (Isa i : {Isa::avx2, Isa::avx512})
+    if (cpu_supports(i)) out.push_back(i);
+  return out;
+}
+
+Isa best() {
+  const auto s = supported();
+  if (s.empty())
+    throw UserError(
+        "this CPU lacks AVX2 + FMA: pagegram is built for x86-64-v3 (hint: any x86-64 CPU since 2013-2015 has them; "
+        "build elsewhere)");
+  return s.back();
+}
+
+Isa parse(const std::string& value, const char* where) {
+  if (value.empty() || value == "auto") return best();
+  for (Isa i : {Isa::avx2, Isa::avx512}) {
+    if (value != name(i)) continue;
+    if (!cpu_supports(i))
+      throw UserError(str(where, "=", value, ": this CPU does not support ", value, " (hint: supported here: ",
+                          [] {
+                            std::string s;
+                            for (Isa j : supported()) s += std::string(s.empty() ? "" : ", ") + name(j);
+                            return s.empty() ? std::string("none") : s;
+                          }(),
+                          "; or auto)"));
+    return i;
+  }
+  throw UserError(str(where, "=", value, ": unknown instruction set (hint: auto, avx2 or avx512)"));
+}
+
+std::string cpu_description() {
+  std::ifstream f("/proc/cpuinfo");
+  std::string line, model = "unknown CPU";
+  while (std::getline(f, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      const auto p = line.find(':');
+      if (p != std::string::npos) model = line.substr(p + 2);
+      break;
+    }
+  }
+  __builtin_cpu_init();
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  __asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(7), "c"(1));
+  const std::pair<const char*, bool> exts[] = {
+      {"avx2", __builtin_cpu_supports("avx2") != 0},         {"fma", __builtin_cpu_supports("fma") != 0},
+      {"avx512f", __builtin_cpu_supports("avx512f") != 0},   {"avx512bw", __builtin_cpu_supports("avx512bw") != 0},
+      {"avx512vl", __builtin_cpu_supports("avx512vl") != 0}, {"avx512bf16", ((a >> 5) & 1) != 0}};
+  std::string ext;
+  for (const auto& [e, has] : exts)
+    if (has) ext += std::string(ext.empty() ? "" : " ") + e;
+  return model + " [" + ext + "]";
+}
+
+}  // namespace pg::isa

@@ -1,0 +1,27 @@
+// Instruction-set selection for the float kernels (core/kernels.h): detected from cpuid once per process,
+// overridable with the environment variable PAGEGRAM_ISA (auto | avx2 | avx512). The whole project is compiled
+// for x86-64-v3 (AVX2 + FMA); the AVX-512 kernels live in their own translation unit and are only called
+// when the CPU has them. The fp32 kernels of every ISA give the same bits (same per-element summation order
+// and FMA use; tests/core/kernels_test.cpp pins this).
+#pragma once
+#include <string>
+#include <vector>
+
+namespace pg::isa {
+
+enum class Isa { avx2, avx512 };
+
+// Lower-case name as PAGEGRAM_ISA spells it ("avx2", "avx512").
+const char* name(Isa i);
+// Every ISA this CPU can run, best last.
+std::vector<Isa> supported();
+bool cpu_supports(Isa i);
+// The best ISA of this CPU.
+Isa best();
+// Parses a PAGEGRAM_ISA value ("auto" = best()); throws UserError naming the variable and the choices when the
+// value is unknown or the CPU lacks that instruction set.
+Isa parse(const std::string& value, const char* where = "PAGEGRAM_ISA");
+// One line describing the CPU (model name from /proc/cpuinfo) and its vector extensions.
+std::string cpu_description();
+
+}  // namespace pg::isa

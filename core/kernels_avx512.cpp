@@ -1,0 +1,286 @@
+// The AVX-512 kernel table (core/kernels.h): 14x32 broadcast-FMA GEMM micro-kernel (two zmm per row), packing
+// with 16x16 transposes, 16-lane element-wise math. Compiled for AVX-512 F/BW/DQ/VL by the target pragma
+// below (only this file); called only when the CPU has them. Everything this file defines is in its own
+// namespace, so no inline function compiled for AVX-512 can be picked by the linker for other code.
+// GCC 12 reports false -W(maybe-)uninitialized inside its own AVX-512 intrinsics (_mm512_undefined_*).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#include <immintrin.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <limits>
+#include <utility>
+
+#include "core/gemm.h"
+#include "core/kernels.h"
+
+#pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,bmi2")
+
+namespace pg::kern::avx512_impl {
+namespace {
+
+using gemm::kMr;
+using gemm::kNr;
+using gemm::View;
+
+// ---- 16-float vector ----
+using V = __m512;
+using Mk = __mmask16;
+inline Mk tail(int64_t n) {
+  return n >= 16 ? static_cast<Mk>(0xFFFF) : static_cast<Mk>((1u << std::max<int64_t>(n, 0)) - 1u);
+}
+inline V load(const float* p, Mk m) { return _mm512_maskz_loadu_ps(m, p); }
+inline void store(float* p, Mk m, V v) { _mm512_mask_storeu_ps(p, m, v); }
+inline V set1(float x) { return _mm512_set1_ps(x); }
+inline V zero() { return _mm512_setzero_ps(); }
+inline V add(V a, V b) { return _mm512_add_ps(a, b); }
+inline V sub(V a, V b) { return _mm512_sub_ps(a, b); }
+inline V mul(V a, V b) { return _mm512_mul_ps(a, b); }
+inline V div(V a, V b) { return _mm512_div_ps(a, b); }
+inline V fmadd(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+inline V fmsub(V a, V b, V c) { return _mm512_fmsub_ps(a, b, c); }
+inline V min_(V a, V b) { return _mm512_min_ps(a, b); }
+inline V max_(V a, V b) { return _mm512_max_ps(a, b); }
+inline V floor_(V a) { return _mm512_roundscale_ps(a, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC); }
+inline V scalef_(V y, V m) { return _mm512_scalef_ps(y, m); }
+inline V zero_where_lt(V res, V x, float thr) {
+  return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, _mm512_set1_ps(thr), _CMP_LT_OQ), res, _mm512_setzero_ps());
+}
+inline V maskz(Mk m, V v) { return _mm512_maskz_mov_ps(m, v); }
+inline V mask_max(V acc, Mk m, V x) { return _mm512_mask_max_ps(acc, m, acc, x); }
+// Horizontal sum of 16 lanes in a fixed tree order (kernels_avx2.cpp repeats it on two 8-lane halves).
+inline float hsum(V v) {
+  __m256 a = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
+  __m128 b = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+  b = _mm_add_ps(b, _mm_movehl_ps(b, b));
+  b = _mm_add_ss(b, _mm_movehdup_ps(b));
+  return _mm_cvtss_f32(b);
+}
+inline float hmax(V v) {
+  __m256 a = _mm256_max_ps(_mm512_extractf32x8_ps(v, 1), _mm512_castps512_ps256(v));
+  __m128 b = _mm_max_ps(_mm256_extractf128_ps(a, 1), _mm256_castps256_ps128(a));
+  b = _mm_max_ps(b, _mm_shuffle_ps(b, b, _MM_SHUFFLE(1, 0, 3, 2)));
+  b = _mm_max_ps(b, _mm_shuffle_ps(b, b, _MM_SHUFFLE(2, 3, 0, 1)));
+  return _mm_cvtss_f32(b);
+}
+
+// ---- packing ----
+// In-place transpose of a 16x16 block held as 16 row vectors: afterwards r[j] holds column j.
+inline void transpose16(__m512 r[16]) {
+  __m512 t[16];
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 4; ++i) {
+    __m512d a0 = _mm512_castps_pd(t[4 * i]), a1 = _mm512_castps_pd(t[4 * i + 1]);
+    __m512d a2 = _mm512_castps_pd(t[4 * i + 2]), a3 = _mm512_castps_pd(t[4 * i + 3]);
+    r[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a0, a2));
+    r[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a0, a2));
+    r[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(a1, a3));
+    r[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(a1, a3));
+  }
+  for (int i = 0; i < 4; ++i) {
+    t[i] = _mm512_shuffle_f32x4(r[i], r[4 + i], 0x88);
+    t[4 + i] = _mm512_shuffle_f32x4(r[i], r[4 + i], 0xdd);
+    t[8 + i] = _mm512_shuffle_f32x4(r[8 + i], r[12 + i], 0x88);
+    t[12 + i] = _mm512_shuffle_f32x4(r[8 + i], r[12 + i], 0xdd);
+  }
+  for (int i = 0; i < 4; ++i) {
+    r[i] = _mm512_shuffle_f32x4(t[i], t[8 + i], 0x88);
+    r[8 + i] = _mm512_shuffle_f32x4(t[i], t[8 + i], 0xdd);
+    r[4 + i] = _mm512_shuffle_f32x4(t[4 + i], t[12 + i], 0x88);
+    r[12 + i] = _mm512_shuffle_f32x4(t[4 + i], t[12 + i], 0xdd);
+  }
+}
+
+// ap[k * kMr + i] = A(i, k) for i < mr, k < kc; lanes i >= mr are zero. Each k is written with a full 16-lane
+// store whose two extra lanes the next k overwrites; only the last k uses a 14-lane masked store, so nothing
+// outside the panel is touched.
+void pack_a_panel(float* ap, View a, int64_t mr, int64_t kc) {
+  if (a.rs == 1) {  // column-contiguous (A = Xᵀ): each k is one contiguous run of mr floats
+    const __mmask16 m = tail(mr);
+    for (int64_t k = 0; k + 1 < kc; ++k) _mm512_storeu_ps(ap + k * kMr, _mm512_maskz_loadu_ps(m, a.p + k * a.cs));
+    _mm512_mask_storeu_ps(ap + (kc - 1) * kMr, 0x3FFF, _mm512_maskz_loadu_ps(m, a.p + (kc - 1) * a.cs));
+  } else if (a.cs == 1) {  // row-major: transpose 16-wide k strips
+    __m512 r[16];
+    for (int64_t k = 0; k < kc; k += 16) {
+      const int64_t kk = std::min<int64_t>(16, kc - k);
+      const __mmask16 m = tail(kk);
+      for (int64_t i = 0; i < 16; ++i)
+        r[i] = i < mr ? _mm512_maskz_loadu_ps(m, a.p + i * a.rs + k) : _mm512_setzero_ps();
+      transpose16(r);
+      for (int64_t j = 0; j < kk; ++j) {
+        if (k + j + 1 < kc)
+          _mm512_storeu_ps(ap + (k + j) * kMr, r[j]);
+        else
+          _mm512_mask_storeu_ps(ap + (k + j) * kMr, 0x3FFF, r[j]);
+      }
+    }
+  } else {
+    for (int64_t k = 0; k < kc; ++k)
+      for (int64_t i = 0; i < kMr; ++i) ap[k * kMr + i] = i < mr ? a.at(i, k) : 0.0f;
+  }
+}
+
+// All row panels of an A block (mc x kc) into ap (panel stride kc * kMr). An M-contiguous A is read row by
+// row (k outer: one streaming pass over the source), others panel by panel.
+void pack_a_block(float* ap, View a, int64_t mc, int64_t kc) {
+  const int64_t np = (mc + kMr - 1) / kMr;
+  if (a.rs == 1 && np > 1) {
+    for (int64_t k = 0; k < kc; ++k) {
+      const float* src = a.p + k * a.cs;
+      for (int64_t q = 0; q < np; ++q) {
+        const __m512 v = _mm512_maskz_loadu_ps(tail(std::min(kMr, mc - q * kMr)), src + q * kMr);
+        float* d = ap + q * kc * kMr + k * kMr;
+        if (k + 1 < kc)
+          _mm512_storeu_ps(d, v);  // lanes 14, 15 land in this panel's next k slot, written later
+        else
+          _mm512_mask_storeu_ps(d, 0x3FFF, v);
+      }
+    }
+    return;
+  }
+  for (int64_t q = 0; q < np; ++q)
+    pack_a_panel(ap + q * kc * kMr, a.at_block(q * kMr, 0), std::min(kMr, mc - q * kMr), kc);
+}
+
+void pack_a_krange_impl(float* dst, View a, int64_t M, int64_t K, int64_t k0, int64_t k1) {
+  const int64_t np = gemm::packed_a_panels(M);
+  if (a.rs == 1) {  // each source row k holds A(0:M, k): copy 14-float pieces into every panel
+    for (int64_t k = k0; k < k1; ++k) {
+      const float* src = a.p + k * a.cs;
+      for (int64_t q = 0; q < np; ++q) {
+        const int64_t mr = std::min(kMr, M - q * kMr);
+        _mm512_mask_storeu_ps(dst + q * K * kMr + k * kMr, 0x3FFF, _mm512_maskz_loadu_ps(tail(mr), src + q * kMr));
+      }
+    }
+    return;
+  }
+  for (int64_t q = 0; q < np; ++q)
+    pack_a_panel(dst + q * K * kMr + k0 * kMr, a.at_block(q * kMr, k0), std::min(kMr, M - q * kMr), k1 - k0);
+}
+
+void pack_b_impl(float* dst, View b, int64_t K, int64_t N, int64_t q0, int64_t q1) {
+  for (int64_t q = q0; q < q1; ++q) {
+    float* d = dst + q * K * kNr;
+    const int64_t n0 = q * kNr, nr = std::min(kNr, N - n0);
+    if (b.cs == 1) {  // row-major B: each k is a contiguous run of nr floats
+      const __mmask16 m0 = tail(nr), m1 = tail(nr - 16);
+      for (int64_t k = 0; k < K; ++k) {
+        const float* s = b.p + k * b.rs + n0;
+        _mm512_storeu_ps(d + k * kNr, _mm512_maskz_loadu_ps(m0, s));
+        _mm512_storeu_ps(d + k * kNr + 16, _mm512_maskz_loadu_ps(m1, s + 16));
+      }
+    } else if (b.rs == 1) {  // B = Wᵀ with W row-major: transpose 16x16 blocks
+      __m512 r[16];
+      for (int64_t half = 0; half < 2; ++half) {
+        const int64_t nh = std::min<int64_t>(16, nr - half * 16);
+        for (int64_t k = 0; k < K; k += 16) {
+          const int64_t kk = std::min<int64_t>(16, K - k);
+          const __mmask16 m = tail(kk);
+          for (int64_t i = 0; i < 16; ++i)
+            r[i] = i < nh ? _mm512_maskz_loadu_ps(m, b.p + (n0 + half * 16 + i) * b.cs + k) : _mm512_setzero_ps();
+          transpose16(r);
+          for (int64_t j = 0; j < kk; ++j) _mm512_storeu_ps(d + (k + j) * kNr + half * 16, r[j]);
+        }
+      }
+    } else {
+      for (int64_t k = 0; k < K; ++k)
+        for (int64_t j = 0; j < kNr; ++j) d[k * kNr + j] = j < nr ? b.at(k, n0 + j) : 0.0f;
+    }
+  }
+}
+
+// ---- micro-kernel ----
+// C[0:MR, 0:nr] = [C +] sum_k ap[k, 0:MR] x bp[k, 0:32] (packed panels, rows kMr apart). cn: the C
+// tile the next call will touch; its lines are prefetched for writing during the first k steps, so the stores
+// (or loads) of the next tile do not stall on cache misses (prefetches never fault).
+template <int MR>
+void kernel(int64_t kc, const float* __restrict ap, const float* __restrict bp, float* c, int64_t ldc, int64_t nr,
+            bool load_c, const float* cn) {
+  const __mmask16 m0 = tail(nr), m1 = tail(nr - 16);
+  __m512 c0[MR], c1[MR];
+#pragma GCC unroll 14
+  for (int i = 0; i < MR; ++i) {
+    if (load_c) {
+      c0[i] = _mm512_maskz_loadu_ps(m0, c + i * ldc);
+      c1[i] = _mm512_maskz_loadu_ps(m1, c + i * ldc + 16);
+    } else {
+      c0[i] = _mm512_setzero_ps();
+      c1[i] = _mm512_setzero_ps();
+    }
+  }
+  int64_t k = 0;
+  const int64_t kp = std::min<int64_t>(kc, MR);
+  for (; k < kp; ++k) {
+    __builtin_prefetch(cn + k * ldc, 1, 3);
+    __builtin_prefetch(cn + k * ldc + 16, 1, 3);
+    __builtin_prefetch(cn + k * ldc + 31, 1, 3);
+    const __m512 b0 = _mm512_loadu_ps(bp), b1 = _mm512_loadu_ps(bp + 16);
+#pragma GCC unroll 14
+    for (int i = 0; i < MR; ++i) {
+      const __m512 av = _mm512_set1_ps(ap[i]);
+      c0[i] = _mm512_fmadd_ps(av, b0, c0[i]);
+      c1[i] = _mm512_fmadd_ps(av, b1, c1[i]);
+    }
+    ap += kMr;
+    bp += kNr;
+  }
+  for (; k < kc; ++k) {
+    const __m512 b0 = _mm512_loadu_ps(bp), b1 = _mm512_loadu_ps(bp + 16);
+#pragma GCC unroll 14
+    for (int i = 0; i < MR; ++i) {
+      const __m512 av = _mm512_set1_ps(ap[i]);
+      c0[i] = _mm512_fmadd_ps(av, b0, c0[i]);
+      c1[i] = _mm512_fmadd_ps(av, b1, c1[i]);
+    }
+    ap += kMr;
+    bp += kNr;
+  }
+#pragma GCC unroll 14
+  for (int i = 0; i < MR; ++i) {
+    _mm512_mask_storeu_ps(c + i * ldc, m0, c0[i]);
+    _mm512_mask_storeu_ps(c + i * ldc + 16, m1, c1[i]);
+  }
+}
+
+using KernelFn = void (*)(int64_t, const float*, const float*, float*, int64_t, int64_t, bool, const float*);
+template <int... I>
+constexpr auto make_kernels(std::integer_sequence<int, I...>) {
+  return std::array<KernelFn, sizeof...(I)>{&kernel<I + 1>...};
+}
+constexpr auto kKernels = make_kernels(std::make_integer_sequence<int, kMr>{});
+
+// 12 independent 16-lane FMA chains (enough to cover FMA latency x throughput on current cores).
+double fma_probe_impl(int64_t iters) {
+  __m512 acc[12];
+  for (int i = 0; i < 12; ++i) acc[i] = _mm512_set1_ps(0.001f * i);
+  const __m512 a = _mm512_set1_ps(0.999999f), b = _mm512_set1_ps(1e-7f);
+  for (int64_t it = 0; it < iters; ++it) {
+#pragma GCC unroll 12
+    for (int i = 0; i < 12; ++i) acc[i] = _mm512_fmadd_ps(acc[i], a, b);
+    __asm__ volatile("" : "+v"(acc[0]), "+v"(acc[1]), "+v"(acc[2]), "+v"(acc[3]), "+v"(acc[4]), "+v"(acc[5]));
+  }
+  float sink = 0;
+  for (int i = 0; i < 12; ++i) sink += hsum(acc[i]);
+  __asm__ volatile("" ::"m"(sink));
+  return 2.0 * 16 * 12 * static_cast<double>(iters);
+}
+
+#include "core/kernels_impl.inc"
+
+}  // namespace
+
+const Kernels& table() {
+  static const Kernels k = make_table(isa::Isa::avx512);
+  return k;
+}
+
+}  // namespace pg::kern::avx512_impl
+
+namespace pg::kern {
+const Kernels& avx512_kernels() { return avx512_impl::table(); }
+}  // namespace pg::kern
