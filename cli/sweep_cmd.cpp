@@ -67,6 +67,24 @@ void register_sweep_commands(CLI::App& app) {
   }
   {
     static std::string spec_path;
+    CLI::App* c = sweep->add_subcommand("record", "write the compact record (<sweep dir>/records/<run>-<hash>.json) of "
+                                                  "every finished or diverged run directory; records are committed");
+    c->add_option("SPEC", spec_path, "sweep file")->required();
+    c->callback([] {
+      SweepSpec spec = load_sweep(spec_path);
+      int64_t n = 0, total = 0;
+      for (const SweepRun& r : expand_sweep(spec)) {
+        ++total;
+        const RunState st = run_status(r).state;
+        if (st != RunState::kFinished && st != RunState::kDiverged) continue;
+        std::printf("%s\n", write_run_record(spec, r).c_str());
+        ++n;
+      }
+      std::printf("%ld of %ld runs recorded\n", long(n), long(total));
+    });
+  }
+  {
+    static std::string spec_path;
     static SlurmOptions opt;
     CLI::App* c = sweep->add_subcommand("slurm", "write the runs' config.yaml files, <out_dir>/runs.txt and a Slurm "
                                                  "job-array script (one array task per run)");

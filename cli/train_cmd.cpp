@@ -9,6 +9,8 @@
 
 #include "cli/commands.h"
 #include "core/build_info.h"
+#include "core/kernels.h"
+#include "core/threads.h"
 #include "core/rng.h"
 #include "core/threads.h"
 #include "core/timer.h"
@@ -157,12 +159,25 @@ void register_train_commands(CLI::App& app, int argc, char** argv) {
       const double flops = Transformer::flops_per_token(cfg.model);
       std::printf("bench train %s: %ld steps x %ld tokens, %d threads\n", cfg.name.c_str(), long(steps),
                   long(cfg.train.tokens_per_step), thread_count());
-      std::printf("tok/s %.0f  GFLOP/s %.1f  peak RSS %.0f MiB\n", s.train_tok_per_s, s.train_tok_per_s * flops / 1e9,
-                  s.peak_rss_kb / 1024.0);
+      const kern::PeakResult peak = kern::measure_peak();
+      std::printf("kernels %s on %s\n", kern::active_name(), isa::cpu_description().c_str());
+      std::printf("tok/s %.0f  GFLOP/s %.1f (%.0f%% of the FMA peak %.0f GFLOP/s; core/gemm alone %.0f)  peak RSS %.0f MiB\n",
+                  s.train_tok_per_s, s.train_tok_per_s * flops / 1e9, 100.0 * s.train_tok_per_s * flops / 1e9 / peak.fma_gflops,
+                  peak.fma_gflops, peak.gemm_gflops, s.peak_rss_kb / 1024.0);
       const MemoryPhaseTimes& m = s.memory_times;
       if (m.total() > 0 && s.train_seconds > 0)
         std::printf("memory %.1f%% of step time: %s\n", 100.0 * m.total() / s.train_seconds,
                     phase_shares(m, s.train_seconds).c_str());
+    });
+    CLI::App* pk = bench->add_subcommand("peak", "the machine's fp32 FMA peak and core/gemm's share of it (this ISA's kernels)");
+    static int64_t pthreads = 0;
+    pk->add_option("--threads", pthreads, "threads (0 = all allowed CPUs)")->check(CLI::Range(int64_t{0}, int64_t{1024}));
+    pk->callback([] {
+      setup_threads(static_cast<int>(pthreads));
+      const kern::PeakResult p = kern::measure_peak(5);
+      std::printf("kernels %s on %s, %d threads\n", kern::active_name(), isa::cpu_description().c_str(), p.threads);
+      std::printf("fma peak %.1f GFLOP/s  gemm (M %d/thread, K 192, N 768) %.1f GFLOP/s = %.0f%% of peak\n",
+                  p.fma_gflops, 1024, p.gemm_gflops, 100.0 * p.gemm_gflops / p.fma_gflops);
     });
     static std::vector<std::string> configs, osets;
     static int64_t rounds = 10, owarmup = 2;

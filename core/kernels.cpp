@@ -38,3 +38,43 @@ void select(isa::Isa i) { detail::g_active = &kernels_for(i); }
 const char* active_name() { return isa::name(active_isa()); }
 
 }  // namespace pg::kern
+
+#include <omp.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "core/timer.h"
+
+namespace pg::kern {
+
+PeakResult measure_peak(int reps) {
+  PeakResult r;
+  r.threads = omp_get_max_threads();
+  const Kernels& k = active();
+  for (int rep = 0; rep < reps; ++rep) {
+    double flops = 0;
+    Timer t;
+#pragma omp parallel reduction(+ : flops)
+    { flops += k.fma_probe(20'000'000); }
+    r.fma_gflops = std::max(r.fma_gflops, flops / t.seconds() / 1e9);
+  }
+  const int64_t M = 1024, K = 192, N = 768;
+  for (int rep = 0; rep < reps; ++rep) {
+    double flops = 0;
+    Timer t;
+#pragma omp parallel reduction(+ : flops)
+    {
+      std::vector<float> a(M * K, 0.5f), b(K * N, 0.25f), c(M * N);
+      gemm::gemm(M, N, K, gemm::View{a.data(), K, 1}, gemm::View{b.data(), N, 1}, c.data(), N, false);
+      for (int i = 0; i < 8; ++i) {
+        gemm::gemm(M, N, K, gemm::View{a.data(), K, 1}, gemm::View{b.data(), N, 1}, c.data(), N, false);
+        flops += 2.0 * M * N * K;
+      }
+    }
+    r.gemm_gflops = std::max(r.gemm_gflops, flops / t.seconds() / 1e9);
+  }
+  return r;
+}
+
+}  // namespace pg::kern

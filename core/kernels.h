@@ -64,3 +64,13 @@ void select(isa::Isa i);
 const char* active_name();
 
 }  // namespace pg::kern
+
+namespace pg::kern {
+struct PeakResult {
+  double fma_gflops = 0;    // independent FMA chains on every thread (the machine's fp32 FMA peak)
+  double gemm_gflops = 0;   // core/gemm on a training-sized product (M 1,024 per thread, K 192, N 768)
+  int threads = 0;
+};
+// Measures both on the current OpenMP threads (call setup_threads first), best of `reps` repetitions.
+PeakResult measure_peak(int reps = 3);
+}  // namespace pg::kern

@@ -305,6 +305,23 @@ TEST(SweepRunner, RunsResumesReportsFailuresAndSkipsFinishedRuns) {
     EXPECT_NE(s.note.find("exit code 2"), std::string::npos) << s.note;
     EXPECT_NE(slurp(runs[1].dir + "/train.out").find("tokenizer"), std::string::npos);
   }
+  // Records: one per finished or diverged run, next to the sweep file; a recorded run is not rerun even when
+  // its directory is gone (a new machine with only the repository).
+  for (int i : {0, 2, 3}) ASSERT_TRUE(record_exists(spec, runs[i])) << record_path(spec, runs[i]);
+  EXPECT_FALSE(record_exists(spec, runs[1]));
+  {
+    const std::string rec = slurp(record_path(spec, runs[2]));
+    EXPECT_NE(rec.find("\"format\": \"pagegram-run-record\""), std::string::npos) << rec;
+    EXPECT_NE(rec.find("\"name\": \"none-s1\""), std::string::npos) << rec;
+    EXPECT_NE(rec.find("\"config_hash\": \"" + runs[2].hash + "\""), std::string::npos) << rec;
+    EXPECT_NE(rec.find("\"status\": \"finished\""), std::string::npos) << rec;
+    EXPECT_NE(rec.find("\"kernels\": \""), std::string::npos) << rec;
+    char want[64];
+    std::snprintf(want, sizeof want, "\"heldout_loss\": %.17g", run_status(runs[2]).final_loss);
+    EXPECT_NE(rec.find(want), std::string::npos) << want << " in " << rec;
+    EXPECT_LT(rec.size(), 20000u);
+    EXPECT_NE(slurp(record_path(spec, runs[3])).find("\"status\": \"diverged\""), std::string::npos);
+  }
   const std::string table = sweep_status_table(spec, runs);
   EXPECT_NE(table.find("1 diverged, 1 failed, 2 finished"), std::string::npos) << table;
   const std::string manifest = slurp(dir / "runs" / "sweep.json");
@@ -331,6 +348,14 @@ TEST(SweepRunner, RunsResumesReportsFailuresAndSkipsFinishedRuns) {
   EXPECT_EQ(again.finished, 0);
   EXPECT_EQ(again.failed, (std::vector<std::string>{"broken-s0"}));
   EXPECT_EQ(again.diverged, (std::vector<std::string>{"broken-s1"}));
+
+  // A new machine: run directories gone, records kept. Only the unrecorded (failed) run is launched.
+  fs::remove_all(runs[0].dir);
+  fs::remove_all(runs[2].dir);
+  SweepRunResult fresh = run_sweep(spec, opt);
+  EXPECT_EQ(fresh.already_finished, 2);
+  EXPECT_EQ(fresh.launched, 1);
+  EXPECT_FALSE(fs::exists(runs[0].dir + "/log.h5"));
   fs::remove_all(dir);
 }
 
