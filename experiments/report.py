@@ -158,7 +158,7 @@ def load_run(root, entry):
             a = f.attrs
             r["status"] = _s(a.get("status", "running"))
             r["config"] = yaml.safe_load(_s(a["config"]))
-            for k in ("host", "cpus", "revision", "build_type", "started", "updated"):
+            for k in ("host", "cpus", "revision", "kernels", "build_type", "started", "updated"):
                 r[k] = _s(a.get(k, "?"))
             r["threads"] = int(a.get("threads", 0))
             r["eval_step"] = f["eval/step"][:]
@@ -175,10 +175,17 @@ def load_run(root, entry):
 
 
 class Sweep:
+    """A sweep's runs: from its records (a sweep file whose records/ folder holds records; run directories only for
+    runs without one) or from its manifest's run directories."""
+
     def __init__(self, arg):
-        self.manifest = load_manifest(arg)
+        recs = [] if arg.endswith(".json") else records_of(arg)
+        if recs:
+            self.manifest, self.runs, self.notes = load_from_records(arg, recs)
+        else:
+            self.manifest, self.notes = load_manifest(arg), []
+            self.runs = [dict(load_run(self.manifest["root"], e), source="run dir") for e in self.manifest["runs"]]
         self.name = self.manifest["name"]
-        self.runs = [load_run(self.manifest["root"], e) for e in self.manifest["runs"]]
         self.done = [r for r in self.runs if r["status"] == "finished"]
         self.variants = list(self.manifest["variants"])
 
@@ -195,6 +202,294 @@ class Sweep:
             if "config" in r:
                 return r["config"]
         return None
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Run records (experiments/<table>/records/<run>-<hash>.json, written by `pagegram sweep run`; RECORDS.md).
+# A sweep file whose records/ folder holds records is reported from them; run directories are read only for the
+# runs of the expansion that have no record.
+
+_M64 = (1 << 64) - 1
+_P1, _P2, _P3, _P4, _P5 = (11400714785074694791, 14029467366897019727, 1609587929392839161, 9650029242287828579,
+                           2870177450012600261)
+
+
+def _rotl(x, r):
+    return ((x << r) | (x >> (64 - r))) & _M64
+
+
+def _xround(acc, lane):
+    return (_rotl((acc + lane * _P2) & _M64, 31) * _P1) & _M64
+
+
+def xxh64(b, seed=0):
+    """XXH64 of bytes (the reference algorithm, as data/hash.cpp)."""
+    n, i = len(b), 0
+    if n >= 32:
+        v = [(seed + _P1 + _P2) & _M64, (seed + _P2) & _M64, seed, (seed - _P1) & _M64]
+        while i + 32 <= n:
+            v = [_xround(v[k], int.from_bytes(b[i + 8 * k:i + 8 * k + 8], "little")) for k in range(4)]
+            i += 32
+        h = (_rotl(v[0], 1) + _rotl(v[1], 7) + _rotl(v[2], 12) + _rotl(v[3], 18)) & _M64
+        for x in v:
+            h = ((h ^ _xround(0, x)) * _P1 + _P4) & _M64
+    else:
+        h = (seed + _P5) & _M64
+    h = (h + n) & _M64
+    while i + 8 <= n:
+        h = (_rotl(h ^ _xround(0, int.from_bytes(b[i:i + 8], "little")), 27) * _P1 + _P4) & _M64
+        i += 8
+    if i + 4 <= n:
+        h = (_rotl(h ^ (int.from_bytes(b[i:i + 4], "little") * _P1 & _M64), 23) * _P2 + _P3) & _M64
+        i += 4
+    for c in b[i:]:
+        h = (_rotl(h ^ (c * _P5 & _M64), 11) * _P1) & _M64
+    h = ((h ^ (h >> 33)) * _P2) & _M64
+    h = ((h ^ (h >> 29)) * _P3) & _M64
+    return h ^ (h >> 32)
+
+
+def config_hash(config_text):
+    """The run's config hash as train/sweep.cpp config_hash(): XXH64 of the config dump with train.out_dir = ""
+    and train.threads = 0, first 8 hex digits. config_text is the dump as the log (and the record) holds it."""
+    lines, section = [], None
+    for line in config_text.rstrip("\n").split("\n"):
+        if line and not line.startswith(" "):
+            section = line.split(":")[0]
+        elif section == "train" and line.startswith("  out_dir:"):
+            line = '  out_dir: ""'
+        elif section == "train" and line.startswith("  threads:"):
+            line = "  threads: 0"
+        lines.append(line)
+    return f"{xxh64(chr(10).join(lines).encode()):016x}"[:8]
+
+
+def _node_text(node, sweep_dir):
+    """A sweep-file value as sweep.cpp's yaml_text writes it (scalars as written, sequences in flow style), with
+    ${sweep_dir} expanded."""
+    if isinstance(node, yaml.SequenceNode):
+        return "[" + ", ".join(_node_text(e, sweep_dir) for e in node.value) + "]"
+    s = str(node.value)
+    var = "${sweep_dir}"
+    if s.startswith(var + "/") and s.count(var) == 1:
+        return os.path.normpath(os.path.join(sweep_dir, s[len(var) + 1:]))
+    return s.replace(var, sweep_dir)
+
+
+def _flat_nodes(node, prefix=""):
+    """[(dotted key, node)] of a composed YAML map (nested maps or dotted keys both work, as in sweep.cpp)."""
+    out = []
+    for k, v in (node.value if isinstance(node, yaml.MappingNode) else []):
+        if isinstance(v, yaml.MappingNode):
+            out += _flat_nodes(v, prefix + k.value + ".")
+        else:
+            out.append((prefix + k.value, v))
+    return out
+
+
+def name_value(v):
+    """A grid value in a run name (sweep.cpp name_value)."""
+    return "".join("_" if c in "/:" else c for c in v if c not in "[] \"'{}")
+
+
+def expand_sweep(path):
+    """The runs a sweep file expands to (seeds x variants x grid points, sweep.cpp expand_sweep order): dicts with
+    name, variant, seed, grid {key: value text} and overrides {key: value text} (tokens, set, variant, grid, seed)."""
+    with open(path) as f:
+        root = yaml.compose(f)
+    top = {k.value: v for k, v in root.value}
+    spec = yaml.safe_load(yaml.serialize(root))
+    sweep_dir = os.path.dirname(os.path.abspath(path))
+    common = {}
+    if spec.get("tokens"):
+        common["train.tokens"] = str(spec["tokens"])
+    common.update((k, _node_text(v, sweep_dir)) for k, v in _flat_nodes(top.get("set")))
+    variants = [(k.value, dict((kk, _node_text(vv, sweep_dir)) for kk, vv in _flat_nodes(v)))
+                for k, v in (top["variants"].value if "variants" in top else [])] or [("base", {})]
+    axes = [(k, [_node_text(e, sweep_dir) for e in v.value]) for k, v in _flat_nodes(top.get("grid"))]
+    labels = [k.rsplit(".", 1)[-1] for k, _ in axes]
+    labels = [k if labels.count(lab) > 1 else lab for (k, _), lab in zip(axes, labels)]
+    points = [[]]
+    for _, values in axes:
+        points = [p + [v] for p in points for v in values]
+    runs = []
+    for seed in spec["seeds"]:
+        for var, over in variants:
+            for p in points:
+                grid = {k: v for (k, _), v in zip(axes, p)}
+                name = var + "".join(f"-{lab}={name_value(v)}" for lab, v in zip(labels, p)) + f"-s{seed}"
+                runs.append(dict(name=name, variant=var, seed=seed, grid=grid,
+                                 overrides={**common, **over, **grid, "train.seed": str(seed)}))
+    return spec, runs, dict(grid=[(k, v) for k, v in axes])
+
+
+def _flatten(d, prefix=""):
+    out = {}
+    for k, v in (d or {}).items():
+        if isinstance(v, dict):
+            out.update(_flatten(v, prefix + k + "."))
+        else:
+            out[prefix + k] = v
+    return out
+
+
+def load_config_chain(path, depth=0):
+    """A preset with its `base:` chain merged (core/config.cpp load_with_bases), as a dict."""
+    with open(path) as f:
+        node = yaml.safe_load(f) or {}
+    if "base" in node and depth < 16:
+        base = load_config_chain(os.path.join(os.path.dirname(path), node.pop("base")), depth + 1)
+        flat = _flatten(base)
+        flat.update(_flatten(node))
+        return flat
+    return _flatten(node)
+
+
+def _norm(v):
+    """A config value comparable across yaml-cpp's dump and PyYAML (which reads 1e-06 as a string)."""
+    if isinstance(v, str):
+        v = yaml.safe_load(v) if v.strip() else v
+    if isinstance(v, bool) or v is None:
+        return v
+    if isinstance(v, (int, float)):
+        return float(v)
+    if isinstance(v, list):
+        return tuple(_norm(x) for x in v)
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return v
+
+
+RUN_OWNED = ("train.out_dir", "train.threads", "name")  # set per run or per preset file: not compared
+
+
+def record_problems(rec, run, base):
+    """Why a record may not stand for this run of the current sweep file (empty: it may). base: the flattened
+    base preset chain. The record's hash must be its config's hash, and its config must agree with every key the
+    base chain or the sweep file sets (a key changed since the run shows); C++ defaults are not visible here."""
+    out = []
+    text = rec.get("config", "")
+    if config_hash(text) != rec.get("config_hash"):
+        out.append(f"config_hash {rec.get('config_hash')} is not its config's hash ({config_hash(text)})")
+    cfg = _flatten(yaml.safe_load(text) or {})
+    want = {k: v for k, v in base.items() if k not in RUN_OWNED}
+    want.update(run["overrides"])
+    for k, v in want.items():
+        if k in cfg and _norm(cfg[k]) != _norm(v):
+            out.append(f"{k} = {cfg[k]} (sweep file now: {v})")
+    if rec.get("status") != "finished":
+        out.append(f"status {rec.get('status')}")
+    return out
+
+
+def run_from_record(rec, path):
+    """A record as load_run's run dict (what the tables and figures read)."""
+    ev = rec.get("eval", {})
+    fin = rec.get("final", {}).get("heldout_loss")
+    return dict(name=rec["name"], variant=rec["variant"], seed=rec["seed"], grid=dict(rec.get("grid", {})),
+                hash=rec.get("config_hash"), source="record", log=path, status=rec.get("status", "?"),
+                config=yaml.safe_load(rec.get("config", "")), host=rec.get("host", "?"), cpus=rec.get("cpu", "?"),
+                revision=rec.get("revision", "?"), kernels=rec.get("kernels", "?"),
+                build_type=rec.get("compiler_flags", "?"), started=rec.get("started", "?"),
+                updated=rec.get("updated", "?"), threads=int(rec.get("threads", 0)),
+                eval_step=np.asarray(ev.get("step", []), dtype=np.int64),
+                eval_tokens=np.asarray(ev.get("tokens", []), dtype=np.int64),
+                eval_loss=np.asarray([float("nan") if x is None else x for x in ev.get("loss", [])], dtype=float),
+                elapsed_s=float(rec.get("train_seconds") or 0.0),
+                tok_per_s=float(rec["tok_per_s_median"]) if rec.get("tok_per_s_median") else float("nan"),
+                final=float("nan") if fin is None else float(fin))
+
+
+def records_of(spec_path):
+    """[(path, record)] of a sweep file's records/ folder (unreadable files: record None)."""
+    d = os.path.join(os.path.dirname(os.path.abspath(spec_path)), "records")
+    out = []
+    for fn in sorted(os.listdir(d)) if os.path.isdir(d) else []:
+        if fn.endswith(".json"):
+            try:
+                with open(os.path.join(d, fn)) as f:
+                    rec = json.load(f)
+                out.append((os.path.join(d, fn), rec if rec.get("format") == "pagegram-run-record" else None))
+            except (OSError, ValueError):
+                out.append((os.path.join(d, fn), None))
+    return out
+
+
+def load_from_records(spec_path, recs):
+    """(manifest, runs, notes) of a sweep file with records: the expected runs from the sweep file, each from its
+    record, else from its run directory (when the sweep's manifest is here), else pending."""
+    spec, expected, ax = expand_sweep(spec_path)
+    base_path = os.path.join(os.path.dirname(os.path.abspath(spec_path)), spec["base"])
+    base = load_config_chain(base_path)
+    out_dir = spec.get("out_dir") or os.path.join("runs", spec["name"])
+    mpath = os.path.join(out_dir, "sweep.json")
+    manifest = None
+    if os.path.exists(mpath):
+        with open(mpath) as f:
+            manifest = json.load(f)
+        manifest["root"] = os.path.dirname(os.path.abspath(mpath))
+    entries = {e["name"]: e for e in (manifest or {}).get("runs", [])}
+    by_name, notes = {}, []
+    names = {r["name"] for r in expected}
+    for path, rec in recs:
+        fn = os.path.basename(path)
+        if rec is None:
+            notes.append(f"`{fn}`: not a readable pagegram-run-record (ignored)")
+        elif rec.get("name") not in names:
+            notes.append(f"`{fn}`: run `{rec.get('name')}` is not in the sweep file's expansion (ignored)")
+        elif not fn.startswith(f"{rec['name']}-{rec.get('config_hash')}."):
+            notes.append(f"`{fn}`: file name does not match its name and config_hash (ignored)")
+        else:
+            by_name.setdefault(rec["name"], []).append((path, rec))
+    runs, kept = [], []
+    for e in expected:
+        cands = []
+        for path, rec in by_name.get(e["name"], []):
+            prob = record_problems(rec, e, base)
+            if e["name"] in entries and entries[e["name"]]["hash"] != rec["config_hash"]:
+                prob.append(f"hash differs from the manifest's {entries[e['name']]['hash']}")
+            if prob:
+                notes.append(f"`{os.path.basename(path)}`: stale, not used: " + "; ".join(prob))
+            else:
+                cands.append((rec.get("updated", ""), path, rec))
+        if cands:
+            _, path, rec = max(cands)
+            if len(cands) > 1:
+                notes.append(f"`{e['name']}`: {len(cands)} records fit; the latest updated (`{os.path.basename(path)}`)"
+                             " is used")
+            kept.append((path, rec))
+            runs.append(run_from_record(rec, path))
+        elif e["name"] in entries:
+            r = load_run(manifest["root"], entries[e["name"]])
+            r["source"] = "run dir"
+            runs.append(r)
+        else:
+            runs.append(dict(e, status="no record", source="none"))
+    # Keys neither the presets nor the sweep file set (C++ defaults) must agree too: if records disagree on one, the
+    # records from the latest-updated group are kept and the others named.
+    varied = {k for e in expected for k in e["overrides"]} | set(RUN_OWNED)
+    groups = {}
+    for path, rec in kept:
+        key = tuple(sorted((k, str(v)) for k, v in _flatten(yaml.safe_load(rec["config"])).items() if k not in varied))
+        groups.setdefault(key, []).append((rec.get("updated", ""), rec["name"]))
+    if len(groups) > 1:
+        latest = max(groups, key=lambda g: max(groups[g]))
+        drop = {n for g, v in groups.items() if g != latest for _, n in v}
+        diff = sorted({k for g in groups for k, _ in set(g) ^ set(latest)})
+        notes.append(f"records disagree on config keys the sweep does not vary ({', '.join(diff)}): the runs of "
+                     f"the latest-updated group are kept; not used: {', '.join(sorted(drop))}")
+        runs = [dict(name=r["name"], variant=r["variant"], seed=r["seed"], grid=r["grid"], status="stale record",
+                     source="none") if r["name"] in drop else r for r in runs]
+    man = dict(name=spec["name"], description=spec.get("description", ""), spec=spec_path, base=spec["base"],
+               seeds=spec["seeds"], variants=list(dict.fromkeys(e["variant"] for e in expected)),
+               grid={k: v for k, v in ax["grid"]}, runs=expected,
+               root=os.path.dirname(os.path.abspath(spec_path)) + "/records")
+    if manifest is None:
+        notes.append("hashes: no sweep manifest here, so the records' own hashes are trusted (each checked against "
+                     "its config and every key the sweep file and its presets set); `pagegram sweep status` is the "
+                     "authority on the current expansion's hashes")
+    return man, runs, notes
 
 
 def git_head():
