@@ -94,20 +94,32 @@ def paired_t(diffs):
     return t, t_test_p(t, n - 1)
 
 
+def _binom_ge(n, k):
+    """P(X >= k), X ~ Binomial(n, 1/2)."""
+    return sum(math.comb(n, i) for i in range(max(k, 0), n + 1)) / 2.0 ** n
+
+
 def sign_test_p(diffs):
     """One-sided sign test of H1 'A better' (diff = A - B < 0): P(X >= wins), X ~ Binomial(n, 1/2), ties dropped."""
     d = [x for x in diffs if x != 0.0]
     n, wins = len(d), sum(1 for x in d if x < 0.0)
     if n == 0:
         return float("nan"), 0, 0
-    return sum(math.comb(n, i) for i in range(wins, n + 1)) / 2.0 ** n, wins, n
+    return _binom_ge(n, wins), wins, n
+
+
+def sign_test_p2(diffs):
+    """Two-sided sign test (ties dropped): 2 P(X >= max(wins, losses)), at most 1."""
+    _, wins, n = sign_test_p(diffs)
+    return float("nan") if n == 0 else min(1.0, 2.0 * _binom_ge(n, max(wins, n - wins)))
 
 
 def selftest():
     # Reference values (scipy.stats): t.sf(2.776445, 4)*2 = 0.05; t.sf(1.0, 1)*2 = 0.5; t.sf(2.0, 10)*2 = 0.07339.
     checks = [(t_test_p(2.7764451, 4), 0.05), (t_test_p(1.0, 1), 0.5), (t_test_p(2.0, 10), 0.0733880347),
               (t_test_p(0.0, 3), 1.0), (betainc_reg(2.0, 3.0, 0.4), 0.5248), (sign_test_p([-1] * 5)[0], 1 / 32),
-              (sign_test_p([-1, -1, -1, -1, 1])[0], 6 / 32)]
+              (sign_test_p([-1, -1, -1, -1, 1])[0], 6 / 32), (sign_test_p2([-1] * 5), 2 / 32),
+              (sign_test_p2([-1, -1, 1, 1]), 1.0), (sign_test_p2([1, 1, 1, -1, 0]), 10 / 16)]
     for got, want in checks:
         assert abs(got - want) < 1e-4, (got, want)
     # Two-sided critical values of t: 4.604 (df 4, p 0.01), 2.131 (df 15, p 0.05).
@@ -572,8 +584,8 @@ def pair_rows(sw, pairs):
     """Rows of paired differences. pairs: (A, B, report text); diff = A - B per seed, negative = A better."""
     seeds = sorted({r["seed"] for r in sw.runs})
     lines = ["| A − B | n | mean diff | sd | " + " | ".join(f"s{s}" for s in seeds) +
-             " | paired t p (2-sided) | A better | sign p (1-sided) | report |",
-             "|---|---:|---:|---:|" + "---:|" * len(seeds) + "---:|---:|---:|---|"]
+             " | paired t p (2-sided) | A better | sign p (1-sided) | sign p (2-sided) | report |",
+             "|---|---:|---:|---:|" + "---:|" * len(seeds) + "---:|---:|---:|---:|---|"]
     stats = {}
     for a, b, ref in pairs:
         if not (sw.has(a) and sw.has(b)):
@@ -587,8 +599,8 @@ def pair_rows(sw, pairs):
         sd = float(np.std(d, ddof=1)) if len(d) > 1 else float("nan")
         per = " | ".join(f4(fa[s] - fb[s]) if s in common else "·" for s in seeds)
         lines.append(f"| {a} − {b} | {len(d)} | {f4(mean)} | {'—' if not math.isfinite(sd) else f'{sd:.4f}'} | {per} | "
-                     f"{fp(p)} | {wins}/{n} | {fp(ps)} | {ref} |")
-        stats[(a, b)] = dict(diffs=d, mean=mean, p_t=p, p_sign=ps)
+                     f"{fp(p)} | {wins}/{n} | {fp(ps)} | {fp(sign_test_p2(d))} | {ref} |")
+        stats[(a, b)] = dict(diffs=d, mean=mean, p_t=p, p_sign=ps, p_sign2=sign_test_p2(d))
     return "\n".join(lines), stats
 
 
@@ -623,6 +635,12 @@ REPORT = {
                ("pagegram_s4", "pagegram_s4_ctxgate_sqrt", "— (Engram's released gate; not in the report)"),
                ("pagegram_s4", "pagegram_s4_small", "−0.206 (table 200M → 50M costs 0.206)")]),
     "table8_lr_grid": dict(title="Table LR grid: table lr multiple × layout (report: seed 0, 30M tokens)"),
+    "regime_stage1": dict(
+        title="Regime-matched Table 1 (issue 13 stage 1): flat / Engram-style / PageGram S=4 at the report's "
+              "steps, lookups per row and params per token",
+        pairs=[("pagegram_s4", "flat", "−0.067 (t p=0.08, sign p=0.03, 5/5 seeds)"),
+               ("pagegram_s4", "engram", "−0.142 (t p=0.02)"),
+               ("engram", "flat", "+0.074 (Engram-style trails flat)")]),
 }
 
 
@@ -672,6 +690,122 @@ def stability_table(sw, variants):
             else:
                 cells.append(f"{r['final']:.4f} ({r['final'] - float(np.min(r['eval_loss'])):+.3f})")
         lines.append(f"| {v} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+# The report's training regime (SPEC §2: 60M tokens, 131,072 tokens per step, 200M-param tables, K 8, r 64,
+# 2 orders, d 384, BF16 autocast) in the quantities that set how a table row is trained (configs/regime.yaml).
+REGIME_REPORT = ["60M / 131,072 = 457.8", "131,072", "200M / 60M = 3.33", "195,300", "0.67", "≈307",
+                 "1,024 : 384 = 2.7 : 1", "BF16 autocast"]
+
+
+def regime(c):
+    """[(quantity, value)] of a resolved config. Rows per head as Engram-style tables hold them:
+    target_params / (orders x K x r); a lookup = one token reading one row of one head."""
+    m, mem, tr = c["model"], c["memory"], c["train"]
+    steps, tps = total_steps(tr), int(tr["tokens_per_step"])
+    orders, k, r = len(mem.get("orders") or [2, 3]), int(mem["heads"]), int(mem["head_dim"])
+    rows = float(mem["target_params"]) / (orders * k * r)
+    per_step = tps / rows
+    return [("optimizer steps", f"{steps:,}"), ("tokens per step", f"{tps:,}"),
+            ("table params per training token", f"{float(mem['target_params']) / (steps * tps):.2f}"),
+            ("rows per head, Engram-style (target_params / (orders × K × r))", f"{rows:,.0f}"),
+            ("lookups per row per step (tokens per step / rows per head)", f"{per_step:.2f}"),
+            ("lookups per row over the run", f"{per_step * steps:.0f}"),
+            ("W_V compression orders·K·r : d_model", f"{orders * k * r:,} : {m['d_model']} = "
+                                                    f"{orders * k * r / m['d_model']:.1f} : 1"),
+            ("precision", str(tr.get("precision", "fp32 (CPU trainer)")))]
+
+
+def regime_table(sw):
+    """The regime quantities of the sweep's runs (one column per distinct regime, named by its variants) beside
+    the report's. Runs without a table (layout none) are left out unless there is nothing else."""
+    runs = [r for r in sw.runs if "config" in r]
+    runs = [r for r in runs if r["config"]["memory"]["layout"] != "none"] or runs
+    cols = {}
+    for r in runs:
+        cols.setdefault(tuple(v for _, v in regime(r["config"])), []).append(r["variant"])
+    if not cols:
+        return "*No run config yet: regime unknown.*"
+    keys = [q for q, _ in regime(runs[0]["config"])]
+    heads = [", ".join(dict.fromkeys(v)) if len(cols) > 1 else "this sweep" for v in cols.values()]
+    lines = ["| quantity | " + " | ".join(heads) + " | report |", "|---|" + "---:|" * len(cols) + "---:|"]
+    for i, q in enumerate(keys):
+        lines.append(f"| {q} | " + " | ".join(c[i] for c in cols) + f" | {REGIME_REPORT[i]} |")
+    return "\n".join(lines)
+
+
+def provenance(sw):
+    """Where the runs were read from, their revisions (mixed revisions flagged) and kernels, and the records not
+    used (stale, not in the expansion)."""
+    src = {}
+    for r in sw.done:
+        src[r.get("source", "run dir")] = src.get(r.get("source", "run dir"), 0) + 1
+    revs = sorted({r.get("revision", "?") for r in sw.done})
+    kern = sorted({r.get("kernels", "?") for r in sw.done})
+    out = ["*Read from:* " + (", ".join(f"{n} {k}{'s' if n > 1 else ''}" for k, n in sorted(src.items())) or
+                              "no finished run") + "."]
+    if len(revs) > 1:
+        out.append(f"**Mixed revisions ({len(revs)}):** " + ", ".join(
+            f"{v} ({sum(1 for r in sw.done if r.get('revision', '?') == v)} runs)" for v in revs) + ".")
+    if kern != ["?"] and kern:
+        out.append("*Kernels:* " + ", ".join(kern) + (" (the kernel tables give the same bits on every ISA, by "
+                                                      "test: runs are comparable)" if len(kern) > 1 else "") + ".")
+    text = " ".join(out)
+    if sw.notes:
+        text += "\n\n**Records:**\n\n" + "\n".join(f"- {n}" for n in sw.notes)
+    return text
+
+
+# Stall detector. A run stalls from evaluation step s when, over the next `window` evaluations, its best held-out
+# loss so far improves by at most `delta` while the median of the same improvement over the other finished runs of
+# the sweep exceeds `delta`. Best-so-far (running minimum) rather than the raw loss: a noisy curve that keeps
+# reaching new lows is not a stall, and a spike up is not a regression of the measure. Comparing with the other
+# runs over the same steps separates a run that stops learning from the end of training (or a learning-rate decay)
+# that slows every run.
+STALL_WINDOW, STALL_DELTA = 3, 0.01
+
+
+def stall_from(steps, loss, others, window=STALL_WINDOW, delta=STALL_DELTA):
+    """The first stall of a run (dict: step, i, loss, gain, others_gain) or None. steps/loss: the run's held-out
+    curve; others: [(steps, loss)] of the other runs (aligned by step: an evaluation counts where they have it)."""
+    best = np.fmin.accumulate(np.asarray(loss, float)) if len(loss) else np.array([])
+    obest = [dict(zip((int(x) for x in st), np.fmin.accumulate(np.asarray(lo, float)))) for st, lo in others
+             if len(lo)]
+    for i in range(len(steps) - window):
+        s0, s1 = int(steps[i]), int(steps[i + window])
+        gains = [o[s0] - o[s1] for o in obest if s0 in o and s1 in o]
+        gain = best[i] - best[i + window]
+        if gains and not gain > delta and float(np.median(gains)) > delta:
+            return dict(step=s0, i=i, loss=float(loss[i]), gain=float(gain), others_gain=float(np.median(gains)))
+    return None
+
+
+def stalls(sw, window=STALL_WINDOW, delta=STALL_DELTA):
+    """[(run, stall)] of the finished runs that stall."""
+    out = []
+    for r in sw.done:
+        others = [(o["eval_step"], o["eval_loss"]) for o in sw.done if o is not r]
+        st = stall_from(r["eval_step"], r["eval_loss"], others, window, delta)
+        if st:
+            out.append((r, st))
+    return out
+
+
+def stall_table(sw, window=STALL_WINDOW, delta=STALL_DELTA):
+    found = stalls(sw, window, delta)
+    head = (f"A run stalls from step s when, over the next {window} evaluations, its best held-out loss so far "
+            f"improves by at most {delta} nats while the median improvement of the other finished runs of the sweep "
+            f"over the same evaluations exceeds {delta} (RECORDS.md).")
+    if not found:
+        return head + f" No run of the {len(sw.done)} finished stalls."
+    lines = [head, "", f"| run | stalls from step (tokens) | loss then | own gain over {window} evals | others' "
+                       "median gain | final | others' median final |", "|---|---:|---:|---:|---:|---:|---:|"]
+    for r, st in found:
+        tok = int(r["eval_tokens"][st["i"]]) if len(r["eval_tokens"]) > st["i"] else 0
+        med = float(np.median([o["final"] for o in sw.done if o is not r]))
+        lines.append(f"| {r['name']} | {st['step']} ({fmt_count(tok)}) | {st['loss']:.4f} | {st['gain']:+.4f} | "
+                     f"{st['others_gain']:+.4f} | {r['final']:.4f} | {med:.4f} |")
     return "\n".join(lines)
 
 
@@ -931,7 +1065,7 @@ def iobench_section(path, out, prefix):
 # One sweep's section.
 
 
-def sweep_section(sw, out, kind):
+def sweep_section(sw, out, kind, stall=(STALL_WINDOW, STALL_DELTA)):
     ref = REPORT.get(kind, {})
     p = f"{sw.name}-"
     desc = sw.manifest.get("description", "")
@@ -939,7 +1073,8 @@ def sweep_section(sw, out, kind):
     parts = [f"## {ref.get('title', 'Sweep ' + sw.name)}", "",
              f"Sweep `{sw.name}` ({sw.manifest['spec']}): {len(sw.runs)} runs, variants "
              f"{', '.join(sw.variants)}, seeds {sw.manifest['seeds']}" +
-             (f", grid {sw.manifest['grid']}" if sw.manifest["grid"] else "") + "." + (f" {desc}" if desc else ""), ""]
+             (f", grid {sw.manifest['grid']}" if sw.manifest["grid"] else "") + "." + (f" {desc}" if desc else ""), "",
+             provenance(sw), "", "### Regime", "", regime_table(sw), ""]
     not_done = [f"{r['name']} ({r['status']})" for r in sw.runs if r["status"] != "finished"]
     if not_done:
         parts += [f"**Not finished ({len(not_done)}):** " + ", ".join(not_done) + ". Their seeds are left out of "
@@ -956,14 +1091,15 @@ def sweep_section(sw, out, kind):
               "paired differences below are what the report's numbers are compared with.", "",
               variant_table(sw, variants), "", cap, ""]
     pairs = ref.get("pairs")
-    if pairs is None:  # generic sweep: every variant against the baseline
-        base = "flat" if "flat" in variants else variants[0]
-        pairs = [(v, base, "—") for v in variants if v != base]
+    if pairs is None:  # generic sweep: every pair of variants
+        pairs = [(a, b, "—") for i, b in enumerate(variants) for a in variants[i + 1:]]
     table, _ = pair_rows(sw, pairs)
     parts += ["### Paired differences per seed (A − B; negative: A better)", "",
               "Same seed = same backbone initialization and data order for every variant. Paired t-test two-sided "
-              "on the per-seed differences; sign test one-sided for 'A better' (ties dropped).", "",
+              "on the per-seed differences; sign test one-sided for 'A better' and two-sided (ties dropped); 'A "
+              "better' = seeds where A's final held-out loss is lower.", "",
               table, "", cap, ""]
+    parts += ["### Stalls", "", stall_table(sw, *stall), ""]
     if kind == "table4_s_sweep":
         parts += ["### Stability: final loss and its rise above the run's best held-out loss", "",
                   stability_table(sw, variants), "", cap, ""]
@@ -1032,7 +1168,7 @@ def fig_loss_curves_ok(sw, variants):
 def kind_of(name, forced):
     if forced:
         return forced
-    for k in ("table1", "table2", "table4_s_sweep", "table5_ablations", "table8_lr_grid"):
+    for k in REPORT:
         if name == k or name.startswith(k):
             return k
     return "generic"
@@ -1042,13 +1178,14 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("sweeps", nargs="*", help="sweep.yaml files or sweep.json manifests")
     ap.add_argument("--out", help="output directory (README.md + PNGs)")
-    ap.add_argument("--kind", choices=["table1", "table2", "table4_s_sweep", "table5_ablations", "table8_lr_grid",
-                                       "generic"], help="which report numbers to compare with (default: by sweep name)")
+    ap.add_argument("--kind", choices=list(REPORT) + ["generic"], help="which report numbers to compare with (default: by sweep name)")
     ap.add_argument("--compare-budget", metavar="SWEEP",
                     help="the same variants at another token budget (Table 1's sweep for Table 2): adds a table of "
                          "the memory gain and the layout differences at both budgets")
     ap.add_argument("--flashsim", action="append", default=[], help="`pagegram flashsim --out` HDF5 (Fig. 1c / 4a)")
     ap.add_argument("--iobench", action="append", default=[], help="`pagegram iobench --out` HDF5 (Fig. 4b)")
+    ap.add_argument("--stall-window", type=int, default=STALL_WINDOW, help="stall detector: evaluations (RECORDS.md)")
+    ap.add_argument("--stall-delta", type=float, default=STALL_DELTA, help="stall detector: nats (RECORDS.md)")
     ap.add_argument("--selftest", action="store_true", help="check the statistics against reference values")
     a = ap.parse_args()
     if a.selftest:
@@ -1064,7 +1201,7 @@ def main():
            f"Written by `{cmd}` at {now} (commit {git_head()}, on {platform.node()}). Numbers in nats of held-out "
            "loss unless stated; the report's numbers (SPEC §8) are in the `report` column.", ""]
     for sw in sweeps:
-        doc.append(sweep_section(sw, a.out, kind_of(sw.name, a.kind)))
+        doc.append(sweep_section(sw, a.out, kind_of(sw.name, a.kind), (a.stall_window, a.stall_delta)))
     if a.compare_budget:
         if len(sweeps) != 1:
             ap.error("--compare-budget needs exactly one sweep (the longer budget)")
