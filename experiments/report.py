@@ -708,7 +708,8 @@ def regime(c):
     rows = float(mem["target_params"]) / (orders * k * r)
     per_step = tps / rows
     return [("optimizer steps", f"{steps:,}"), ("tokens per step", f"{tps:,}"),
-            ("table params per training token", f"{float(mem['target_params']) / (steps * tps):.2f}"),
+            ("table params per training token",
+             f"{float(mem['target_params']) / (steps * tps):.2f}" if steps * tps else "—"),
             ("rows per head, Engram-style (target_params / (orders × K × r))", f"{rows:,.0f}"),
             ("lookups per row per step (tokens per step / rows per head)", f"{per_step:.2f}"),
             ("lookups per row over the run", f"{per_step * steps:.0f}"),

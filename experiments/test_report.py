@@ -181,5 +181,319 @@ class Tables(unittest.TestCase):
         self.assertTrue(re.search(r"nope\.json: no sweep manifest \(hint:", r.stderr), r.stderr)
 
 
+# ------------------------------------------------------------------------------------------------------------
+# Run records (experiments/<table>/records/*.json, RECORDS.md) and the stall detector.
+
+# The resolved config of regime_stage1's run flat-s0 as the C++ trainer dumped it, and the hash `pagegram sweep`
+# gave that run (its run directory was runs/regime_stage1/flat-s0-67f26ecb).
+REGIME_CONFIG = """name: regime
+data:
+  cache_dir: ""
+  corpus: corpus
+  heldout_fraction: 0.13
+  split_seed: 1
+  val_tokens: 2105344
+tokenizer:
+  vocab_size: 8192
+  model_type: unigram
+  input_sentence_size: 1500000
+  seed: 1
+  byte_fallback: true
+  character_coverage: 0.9995
+  max_sentence_length: 4192
+  num_threads: 2
+  normalization: identity
+  split_digits: false
+  allow_whitespace_only_pieces: true
+model:
+  layers: 6
+  d_model: 128
+  heads: 4
+  mlp_ratio: 4
+  vocab: 8192
+  context: 128
+  rope_base: 10000
+  norm_eps: 1e-06
+  init_std: 0.02
+memory:
+  layout: flat
+  orders: [2, 3]
+  heads: 8
+  head_dim: 64
+  slots: 4
+  target_params: 25000000
+  inject_layers: [0, 4]
+  gate: scalar
+  gate_init: 0.5
+  lr_mult: 70
+  beta2: 0.95
+  eps: 1e-08
+  weight_decay: 0
+  hash:
+    seed: 0
+    version: 1
+    engram_faithful: false
+train:
+  seed: 0
+  tokens: 7503872
+  steps: 0
+  tokens_per_step: 16384
+  micro_batch: 16
+  lr: 0.002
+  beta1: 0.9
+  beta2: 0.95
+  eps: 1e-08
+  weight_decay: 0.1
+  grad_clip: 1
+  warmup_frac: 0.05
+  decay_frac: 0.2
+  eval_interval: 46
+  eval_windows: 2048
+  log_interval: 1
+  checkpoint_interval: 46
+  threads: 2
+  out_dir: /work/main/runs/regime_stage1/flat-s0-67f26ecb"""
+REGIME_HASH = "67f26ecb"
+
+# A preset for the sweep file of the record tests: a subset of the keys of REGIME_CONFIG, as a preset sets them
+# (1.0e-6 and 1e-06 are the same value).
+RECORD_BASE = """
+model: {layers: 6, d_model: 128, norm_eps: 1.0e-6}
+memory: {target_params: 25000000, heads: 8, head_dim: 64, inject_layers: [0, 4]}
+train: {tokens: 7503872, tokens_per_step: 16384, eval_interval: 46, out_dir: runs/regime}
+"""
+RECORD_SWEEP = """
+name: regime_stage1
+description: "records test"
+base: base.yaml
+seeds: [0, 1, 2, 3]
+variants:
+  flat: {memory.layout: flat}
+  engram: {memory.layout: engram}
+  pagegram_s4: {memory: {layout: pagegram, slots: 4}}
+"""
+EVAL_STEPS = [46 * i for i in range(10)] + [458]
+
+
+def set_key(text, section, key, value):
+    """The config dump with `section.key` (a two-level key) set to value."""
+    out, cur, done = [], None, False
+    for line in text.split("\n"):
+        if line and not line.startswith(" "):
+            cur = line.split(":")[0]
+        elif cur == section and line.startswith(f"  {key}:") and not done:
+            line, done = f"  {key}: {value}", True
+        out.append(line)
+    assert done, (section, key)
+    return "\n".join(out)
+
+
+def curve(final, plateau_from=None):
+    """Held-out losses at EVAL_STEPS ending at `final`: halving distance to it per evaluation, or flat from
+    evaluation `plateau_from` on (a stall)."""
+    n = len(EVAL_STEPS)
+    if plateau_from is None:
+        return [final + 3.0 * (0.5 ** i - 0.5 ** (n - 1)) for i in range(n)]
+    return [final + 3.0 * (0.5 ** min(i, plateau_from) - 0.5 ** plateau_from) for i in range(n)]
+
+
+def write_record(folder, name, variant, seed, final, revision="rev1", kernels="avx2", layers=6, plateau_from=None,
+                 config_hash=None, layout=None, slots=4):
+    """A record as train/sweep.cpp run_record_json writes it; returns its path."""
+    text = set_key(set_key(REGIME_CONFIG, "memory", "layout", layout or variant.split("_")[0]), "memory", "slots",
+                   slots)
+    text = set_key(set_key(text, "train", "seed", seed), "model", "layers", layers)
+    text = set_key(text, "train", "out_dir", f"/elsewhere/runs/regime_stage1/{name}")
+    h = config_hash or report.config_hash(text)
+    ev = curve(final, plateau_from)
+    rec = {"format": "pagegram-run-record", "format_version": 1, "sweep": "regime_stage1", "name": name,
+           "variant": variant, "seed": seed, "grid": {}, "config_hash": h, "status": "finished",
+           "revision": revision, "kernels": kernels, "cpu": "Test CPU @ 2.0GHz", "host": "testhost", "threads": 2,
+           "compiler_flags": "-O3", "started": "2026-11-30T10:00:00Z", "updated": "2026-11-30T10:15:00Z",
+           "steps": 458, "total_steps": 458, "tokens": 458 * 16384, "train_seconds": 900.0,
+           "tok_per_s_median": 8400.0, "final": {"heldout_loss": final, "train_loss": final - 0.05},
+           "eval": {"step": EVAL_STEPS, "tokens": [s * 16384 for s in EVAL_STEPS], "loss": ev},
+           "train": {"step": [1, 458], "loss": [9.0, final - 0.05]}, "scalars_last": {"gate/0": 0.5},
+           "config": text}
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, f"{name}-{h}.json")
+    with open(path, "w") as f:
+        json.dump(rec, f, indent=1)
+    return path
+
+
+def t_p_df2(t):
+    """Two-sided p of Student's t with 2 degrees of freedom (closed form: F(t) = 1/2 + t / (2 sqrt(t^2 + 2)))."""
+    return 1.0 - abs(t) / (t * t + 2.0) ** 0.5
+
+
+def t_p_df3(t):
+    """Two-sided p with 3 degrees of freedom: 1 - (2/pi) (theta + sin theta cos theta), theta = atan(|t|/sqrt 3)."""
+    th = np.arctan(abs(t) / 3 ** 0.5)
+    return 1.0 - 2.0 / np.pi * (th + np.sin(th) * np.cos(th))
+
+
+def t_stat(d):
+    d = np.asarray(d, float)
+    return d.mean() / (d.std(ddof=1) / len(d) ** 0.5)
+
+
+class Records(unittest.TestCase):
+    FLAT = {0: 3.50, 1: 3.52, 2: 3.49, 3: 3.51}
+    D_PAGEGRAM = {0: -0.05, 1: -0.07, 2: -0.03}  # pagegram_s4 - flat; seed 3 has no record
+    D_ENGRAM = {0: 0.02, 1: 0.04, 2: -0.01, 3: 0.03}  # engram - flat
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.d = self.tmp.name
+        self.t = os.path.join(self.d, "experiments", "regime_stage1")
+        os.makedirs(self.t)
+        with open(os.path.join(self.t, "base.yaml"), "w") as f:
+            f.write(RECORD_BASE)
+        with open(os.path.join(self.t, "sweep.yaml"), "w") as f:
+            f.write(RECORD_SWEEP)
+        rec = os.path.join(self.t, "records")
+        self.finals = {}
+        for s, x in self.FLAT.items():
+            self.finals[("flat", s)] = x
+            write_record(rec, f"flat-s{s}", "flat", s, x)
+            self.finals[("engram", s)] = x + self.D_ENGRAM[s]
+            write_record(rec, f"engram-s{s}", "engram", s, x + self.D_ENGRAM[s], kernels="avx512",
+                         plateau_from=3 if s == 1 else None)
+            if s in self.D_PAGEGRAM:
+                self.finals[("pagegram_s4", s)] = x + self.D_PAGEGRAM[s]
+                write_record(rec, f"pagegram_s4-s{s}", "pagegram_s4", s, x + self.D_PAGEGRAM[s], revision="rev2")
+        # Records that must not be used: a run of an older sweep file (4 layers), a hash that is not its config's,
+        # a run the sweep file no longer has.
+        write_record(rec, "flat-s0", "flat", 0, 9.99, layers=4)
+        write_record(rec, "flat-s2", "flat", 2, 9.99, config_hash="deadbeef")
+        write_record(rec, "none-s0", "none", 0, 9.99, layout="none")
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def run_report(self):
+        """report.py on the sweep file from the temporary folder: no runs/, no run directory, no manifest."""
+        out = os.path.join(self.t, "out")
+        r = subprocess.run([sys.executable, REPORT, "experiments/regime_stage1/sweep.yaml", "--out", out],
+                           cwd=self.d, capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(os.path.join(out, "README.md")) as f:
+            return f.read(), out
+
+    def test_config_hash_is_the_cpp_hash(self):
+        self.assertEqual(report.xxh64(b""), 0xEF46DB3751D8E999)
+        self.assertEqual(report.xxh64(b"abc"), 0x44BC2CF5AD770999)
+        self.assertEqual(report.config_hash(REGIME_CONFIG), REGIME_HASH)
+        # out_dir and threads do not enter the hash; any other key does
+        self.assertEqual(report.config_hash(set_key(set_key(REGIME_CONFIG, "train", "threads", 8), "train", "out_dir",
+                                                    "x")), REGIME_HASH)
+        self.assertNotEqual(report.config_hash(set_key(REGIME_CONFIG, "train", "seed", 1)), REGIME_HASH)
+
+    def test_expansion(self):
+        spec, runs, _ = report.expand_sweep(os.path.join(self.t, "sweep.yaml"))
+        self.assertEqual([r["name"] for r in runs[:4]], ["flat-s0", "engram-s0", "pagegram_s4-s0", "flat-s1"])
+        self.assertEqual(runs[2]["overrides"], {"memory.layout": "pagegram", "memory.slots": "4", "train.seed": "0"})
+        with open(os.path.join(self.d, "grid.yaml"), "w") as f:
+            f.write("name: g\nbase: x.yaml\nseeds: [0]\ntokens: 1000\nvariants: {flat: {memory.layout: flat}}\n"
+                    "grid: {memory: {lr_mult: [10, 70]}, memory.inject_layers: [[0, 3]]}\n")
+        _, runs, ax = report.expand_sweep(os.path.join(self.d, "grid.yaml"))
+        self.assertEqual([r["name"] for r in runs], ["flat-lr_mult=10-inject_layers=0,3-s0",
+                                                     "flat-lr_mult=70-inject_layers=0,3-s0"])
+        self.assertEqual(runs[1]["grid"], {"memory.lr_mult": "70", "memory.inject_layers": "[0, 3]"})
+        self.assertEqual(runs[1]["overrides"]["train.tokens"], "1000")
+
+    def test_table_from_records_alone(self):
+        md, out = self.run_report()
+        # variant table: means over the records used (not the stale 9.99s)
+        for v, n in (("flat", 4), ("engram", 4), ("pagegram_s4", 3)):
+            vals = [self.finals[(v, s)] for s in range(4) if (v, s) in self.finals]
+            cells = row(md, v)
+            self.assertEqual(cells[1:3], [str(n), f"{np.mean(vals):.4f} ± {np.std(vals, ddof=1):.4f}"], v)
+        # paired differences: hand-computed t p-values (closed forms for 2 and 3 degrees of freedom) and sign tests
+        d = list(self.D_PAGEGRAM.values())
+        cells = row(md, "pagegram_s4 − flat")
+        self.assertEqual(cells[1:3], ["3", f"{np.mean(d):+.4f}"])
+        self.assertEqual(cells[8:12], [f"{t_p_df2(t_stat(d)):.3f}", "3/3", "0.125", "0.250"])
+        self.assertEqual(cells[8], "0.049")
+        d = list(self.D_ENGRAM.values())
+        cells = row(md, "engram − flat")
+        self.assertEqual(cells[1:3], ["4", f"{np.mean(d):+.4f}"])
+        self.assertEqual(cells[8:12], [f"{t_p_df3(t_stat(d)):.3f}", "1/4", "0.938", "0.625"])
+        d = [self.D_PAGEGRAM[s] - self.D_ENGRAM[s] for s in range(3)]
+        self.assertEqual(row(md, "pagegram_s4 − engram")[8], f"{t_p_df2(t_stat(d)):.3f}")
+        for d, p in ((list(self.D_PAGEGRAM.values()), t_p_df2), (list(self.D_ENGRAM.values()), t_p_df3)):
+            self.assertAlmostEqual(report.paired_t(d)[1], p(t_stat(d)), places=9)
+        # regime quantities from the records' configs
+        self.assertEqual(row(md, "optimizer steps")[1], "458")
+        self.assertEqual(row(md, "table params per training token")[1], "3.33")
+        self.assertEqual(row(md, "lookups per row per step (tokens per step / rows per head)")[1], "0.67")
+        self.assertEqual(row(md, "lookups per row over the run")[1], "307")
+        self.assertEqual(row(md, "W_V compression orders·K·r : d_model")[1], "1,024 : 128 = 8.0 : 1")
+        # provenance: records only, mixed revisions and kernels listed, records not used named
+        self.assertIn("*Read from:* 11 records.", md)
+        self.assertIn("**Mixed revisions (2):** rev1 (8 runs), rev2 (3 runs).", md)
+        self.assertIn("*Kernels:* avx2, avx512", md)
+        self.assertIn("pagegram_s4-s3 (no record)", md)
+        self.assertRegex(md, r"`flat-s0-[0-9a-f]{8}\.json`: stale, not used: model\.layers = 4 \(sweep file now: 6\)")
+        self.assertIn("`flat-s2-deadbeef.json`: stale, not used: config_hash deadbeef is not its config's hash", md)
+        self.assertRegex(md, r"`none-s0-[0-9a-f]{8}\.json`: run `none-s0` is not in the sweep file's expansion")
+        # the stall: engram-s1 is flat from its 4th evaluation (step 138) while the others keep improving
+        cells = row(md, "engram-s1")
+        self.assertEqual(cells[1], "138 (2.26M)")
+        self.assertEqual(len([l for l in md.splitlines() if re.match(r"\| \w+-s\d \| \d+ \(", l)]), 1)
+        self.assertTrue(os.path.exists(os.path.join(out, "regime_stage1-fig1a-loss.png")))
+
+    def test_run_dir_for_a_run_without_record(self):
+        root = os.path.join(self.d, "runs", "regime_stage1")
+        os.makedirs(os.path.join(root, "pagegram_s4-s3-0000abcd"))
+        cfg = json.loads(json.dumps(CONFIG))
+        cfg["memory"]["layout"], cfg["train"]["seed"], cfg["train"]["tokens"] = "pagegram", 3, 7503872
+        write_log(os.path.join(root, "pagegram_s4-s3-0000abcd"), cfg, 3.40)
+        with open(os.path.join(root, "sweep.json"), "w") as f:
+            json.dump(dict(name="regime_stage1", runs=[dict(name="pagegram_s4-s3", variant="pagegram_s4", seed=3,
+                                                            grid={}, dir="pagegram_s4-s3-0000abcd", hash="0000abcd")]),
+                      f)
+        md, _ = self.run_report()
+        self.assertIn("*Read from:* 11 records, 1 run dir.", md)
+        self.assertEqual(row(md, "pagegram_s4")[1], "4")
+        self.assertEqual(row(md, "pagegram_s4")[6], "3.4000")
+        self.assertNotIn("(no record)", md)
+
+
+class Stalls(unittest.TestCase):
+    STEPS = np.arange(12) * 46
+
+    def others(self):
+        return [(self.STEPS, 3.0 + o + 3.0 * 0.7 ** np.arange(12)) for o in (0.0, 0.02, -0.01, 0.03)]
+
+    def test_a_run_that_stalls(self):
+        loss = 3.0 + 3.0 * 0.7 ** np.arange(12)
+        loss[4:] = loss[4]
+        st = report.stall_from(self.STEPS, loss, self.others())
+        self.assertEqual((st["step"], st["gain"]), (4 * 46, 0.0))
+
+    def test_a_run_that_does_not(self):
+        self.assertIsNone(report.stall_from(self.STEPS, 3.01 + 3.0 * 0.7 ** np.arange(12), self.others()))
+
+    def test_noise(self):
+        rng = np.random.default_rng(3)
+        # noisy (sd 0.01 nats, as large as delta) but improving like the others: not a stall, whatever the noise
+        for _ in range(50):
+            loss = 3.01 + 3.0 * 0.7 ** np.arange(12) + rng.normal(0, 0.01, 12)
+            self.assertIsNone(report.stall_from(self.STEPS, loss, self.others()))
+        # a noisy plateau (sd 0.002) from the 5th evaluation is one
+        loss = 3.0 + 3.0 * 0.7 ** np.arange(12)
+        loss[4:] = loss[4]
+        st = report.stall_from(self.STEPS, loss + rng.normal(0, 0.002, 12), self.others())
+        self.assertIsNotNone(st)
+        self.assertLessEqual(st["step"], 5 * 46)
+
+    def test_every_run_flattening_is_no_stall(self):
+        flat_end = [(s, np.minimum(l, l[6])) for s, l in self.others()]
+        loss = flat_end[0][1] + 0.01
+        self.assertIsNone(report.stall_from(self.STEPS, loss, flat_end[1:]))
+
+
 if __name__ == "__main__":
     unittest.main()
