@@ -7,9 +7,12 @@ PNG figures (SPEC §8; report Table 1, 2, the S sweep, the ablations, the LR gri
   python3 experiments/report.py --flashsim fs.h5 --iobench io.h5 --out experiments/storage/
   python3 experiments/report.py --selftest
 
-A SWEEP argument is a sweep file (its manifest is <out_dir>/sweep.json, out_dir relative to the working directory
-as for `pagegram sweep run`) or a sweep.json. Only finished runs (log.h5 status=finished) enter the numbers; each
-table says how many runs it holds. Needs h5py, numpy, matplotlib and yaml (Debian: python3-h5py python3-numpy
+A SWEEP argument is a sweep file or a sweep.json. A sweep file whose records/ folder holds run records (committed
+JSON, experiments/RECORDS.md) is reported from them: the expected runs are the sweep file's expansion, records of
+other or changed runs are named and left out, and only runs without a record are read from their run directory
+(via the manifest <out_dir>/sweep.json, out_dir relative to the working directory as for `pagegram sweep run`).
+Without records, the runs come from the manifest's run directories. Only finished runs enter the numbers; each
+table says how many runs it holds, where they were read from, their revisions, regime and stalls. Needs h5py, numpy, matplotlib and yaml (Debian: python3-h5py python3-numpy
 python3-matplotlib python3-yaml); no scipy: the t distribution's tail is the regularized incomplete beta function.
 """
 import argparse
@@ -390,9 +393,7 @@ def record_problems(rec, run, base):
     for k, v in want.items():
         if k in cfg and _norm(cfg[k]) != _norm(v):
             out.append(f"{k} = {cfg[k]} (sweep file now: {v})")
-    if rec.get("status") != "finished":
-        out.append(f"status {rec.get('status')}")
-    return out
+    return out  # a diverged run's record stands for it too: it is listed as not finished
 
 
 def run_from_record(rec, path):

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Reproduce the report's tables at this repository's small scale: one command, resumable (finished runs are skipped,
 # interrupted ones resume from their checkpoints; re-run it after a kill).
-# Usage: experiments/reproduce.sh [--only PATTERN] [TARGET ...]
-#   TARGET: table1 table2 table4_s_sweep table5_ablations table8_lr_grid nf4 storage (default: all, in that order)
+# Usage: experiments/reproduce.sh [--only PATTERN] [--report-only] [TARGET ...]
+#   TARGET: table1 table2 table4_s_sweep table5_ablations table8_lr_grid nf4 storage (default: all, in that order),
+#           regime_stage1
 #   --only PATTERN: passed to `sweep run` (e.g. '*-s[012]' runs seeds 0-2 only; the reports cover what finished)
+#   --report-only: no build, no runs: the sweeps' READMEs from the committed records (experiments/RECORDS.md)
 # Each sweep: `pagegram sweep prepare` (corpus, tokenizer, token store; cached), runs shared with table1 collected
 # instead of re-run, `pagegram sweep run`, then experiments/report.py -> experiments/<table>/README.md + PNGs.
 # nf4: every finished table1 PageGram run with its NF4 table -> experiments/table1/nf4.md.
@@ -12,52 +14,59 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 only=()
+report_only=0
 targets=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --only) only+=(--only "$2"); shift 2 ;;
-    -h|--help) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --report-only) report_only=1; shift ;;
+    -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "reproduce: unknown option $1 (hint: --help)" >&2; exit 2 ;;
     *) targets+=("$1"); shift ;;
   esac
 done
 [ ${#targets[@]} -gt 0 ] || targets=(table1 table2 table4_s_sweep table5_ablations table8_lr_grid nf4 storage)
-bash scripts/setup.sh >/dev/null
+[ $report_only = 1 ] || bash scripts/setup.sh >/dev/null
 P=build/pagegram
 PY=/usr/bin/python3
 stamp() { echo "[reproduce $(date -u +%H:%M:%S)] $*" >&2; }
 
 for t in "${targets[@]}"; do
   case "$t" in
-    table1|table2|table4_s_sweep|table5_ablations|table8_lr_grid)
+    table1|table2|table4_s_sweep|table5_ablations|table8_lr_grid|regime_stage1)
       spec=experiments/$t/sweep.yaml
-      stamp "$t: prepare"
-      $P sweep prepare "$spec"
-      if [ "$t" != table1 ] && [ -d runs/table1 ]; then
-        $P sweep collect "$spec" --from runs/table1 || true  # shared runs (same name and config hash)
+      if [ $report_only = 0 ]; then
+        stamp "$t: prepare"
+        $P sweep prepare "$spec"
+        if [ "$t" != table1 ] && [ -d runs/table1 ]; then
+          $P sweep collect "$spec" --from runs/table1 || true  # shared runs (same name and config hash)
+        fi
+        stamp "$t: run"
+        $P sweep run "$spec" "${only[@]}"
       fi
-      stamp "$t: run"
-      $P sweep run "$spec" "${only[@]}"
       stamp "$t: report"
       extra=()  # Table 2 answers "does the gain shrink with 2x tokens": compare with Table 1's runs
-      if [ "$t" = table2 ] && [ -f runs/table1/sweep.json ]; then extra=(--compare-budget experiments/table1/sweep.yaml); fi
+      if [ "$t" = table2 ] && { [ -f runs/table1/sweep.json ] || compgen -G "experiments/table1/records/*.json" >/dev/null; }; then extra=(--compare-budget experiments/table1/sweep.yaml); fi
       $PY experiments/report.py "$spec" "${extra[@]}" --out "experiments/$t/"
       ;;
     nf4)
+      [ $report_only = 0 ] || { stamp "nf4: needs the run directories (skipped with --report-only)"; continue; }
       stamp "nf4: table1 PageGram runs"
       experiments/nf4_runs.sh runs/table1 'pagegram_s4-s*' experiments/table1/nf4.md 2048
       ;;
     storage)
-      mkdir -p /tmp/pagegram-storage
-      stamp "storage: flashsim (Table 6, Fig. 4a)"
-      $P flashsim --config configs/shape_a.yaml --tokens 20000000 --out experiments/storage/flashsim_a.h5 \
-        2>&1 | tee experiments/storage/flashsim_a.txt
-      stamp "storage: collisions (Table 3)"
-      $P collisions --config configs/shape_a.yaml --split validation --layouts flat,engram,pagegram:15,pagegram:4,pagegram:1 \
-        --out experiments/storage/collisions_a_val.h5 2>&1 | tee experiments/storage/collisions_a_validation.txt
-      stamp "storage: iobench (Fig. 4b)"
-      $P iobench --config configs/shape_a.yaml --size 2e9 --tokens 200000 --seconds 5 --dir /tmp/pagegram-storage \
-        --out experiments/storage/iobench_a.h5 2>&1 | tee experiments/storage/iobench_a.txt
+      if [ $report_only = 0 ]; then
+        mkdir -p /tmp/pagegram-storage
+        stamp "storage: flashsim (Table 6, Fig. 4a)"
+        $P flashsim --config configs/shape_a.yaml --tokens 20000000 --out experiments/storage/flashsim_a.h5 \
+          2>&1 | tee experiments/storage/flashsim_a.txt
+        stamp "storage: collisions (Table 3)"
+        $P collisions --config configs/shape_a.yaml --split validation --layouts flat,engram,pagegram:15,pagegram:4,pagegram:1 \
+          --out experiments/storage/collisions_a_val.h5 2>&1 | tee experiments/storage/collisions_a_validation.txt
+        stamp "storage: iobench (Fig. 4b)"
+        $P iobench --config configs/shape_a.yaml --size 2e9 --tokens 200000 --seconds 5 --dir /tmp/pagegram-storage \
+          --out experiments/storage/iobench_a.h5 2>&1 | tee experiments/storage/iobench_a.txt
+      fi
       $PY experiments/report.py --flashsim experiments/storage/flashsim_a.h5 --iobench experiments/storage/iobench_a.h5 \
         --out experiments/storage
       ;;
