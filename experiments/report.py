@@ -387,7 +387,10 @@ def record_problems(rec, run, base):
     text = rec.get("config", "")
     if config_hash(text) != rec.get("config_hash"):
         out.append(f"config_hash {rec.get('config_hash')} is not its config's hash ({config_hash(text)})")
-    cfg = _flatten(yaml.safe_load(text) or {})
+    try:
+        cfg = _flatten(yaml.safe_load(text) or {})
+    except yaml.YAMLError as e:
+        return out + [f"config is not YAML ({str(e).splitlines()[0]})"]
     want = {k: v for k, v in base.items() if k not in RUN_OWNED}
     want.update(run["overrides"])
     for k, v in want.items():
@@ -696,27 +699,29 @@ def stability_table(sw, variants):
 
 # The report's training regime (SPEC §2: 60M tokens, 131,072 tokens per step, 200M-param tables, K 8, r 64,
 # 2 orders, d 384, BF16 autocast) in the quantities that set how a table row is trained (configs/regime.yaml).
-REGIME_REPORT = ["60M / 131,072 = 457.8", "131,072", "200M / 60M = 3.33", "195,300", "0.67", "≈307",
-                 "1,024 : 384 = 2.7 : 1", "BF16 autocast"]
+REGIME_REPORT = {"optimizer steps": "60M / 131,072 = 457.8", "tokens per step": "131,072",
+                 "table params per training token": "200M / 60M = 3.33", "rows per head": "195,300",
+                 "lookups per row per step": "0.67", "lookups per row over the run": "≈307",
+                 "W_V compression": "1,024 : 384 = 2.7 : 1", "precision": "BF16 autocast"}
 
 
 def regime(c):
-    """[(quantity, value)] of a resolved config. Rows per head as Engram-style tables hold them:
-    target_params / (orders x K x r); a lookup = one token reading one row of one head."""
+    """[(quantity, how it is computed, value)] of a resolved config (quantities: REGIME_REPORT's keys). Rows per
+    head as Engram-style tables hold them; a lookup = one token reading one row of one head."""
     m, mem, tr = c["model"], c["memory"], c["train"]
     steps, tps = total_steps(tr), int(tr["tokens_per_step"])
     orders, k, r = len(mem.get("orders") or [2, 3]), int(mem["heads"]), int(mem["head_dim"])
     rows = float(mem["target_params"]) / (orders * k * r)
     per_step = tps / rows
-    return [("optimizer steps", f"{steps:,}"), ("tokens per step", f"{tps:,}"),
-            ("table params per training token",
+    return [("optimizer steps", "", f"{steps:,}"), ("tokens per step", "", f"{tps:,}"),
+            ("table params per training token", "",
              f"{float(mem['target_params']) / (steps * tps):.2f}" if steps * tps else "—"),
-            ("rows per head, Engram-style (target_params / (orders × K × r))", f"{rows:,.0f}"),
-            ("lookups per row per step (tokens per step / rows per head)", f"{per_step:.2f}"),
-            ("lookups per row over the run", f"{per_step * steps:.0f}"),
-            ("W_V compression orders·K·r : d_model", f"{orders * k * r:,} : {m['d_model']} = "
-                                                    f"{orders * k * r / m['d_model']:.1f} : 1"),
-            ("precision", str(tr.get("precision", "fp32 (CPU trainer)")))]
+            ("rows per head", "Engram-style: target_params / (orders × K × r)", f"{rows:,.0f}"),
+            ("lookups per row per step", "tokens per step / rows per head", f"{per_step:.2f}"),
+            ("lookups per row over the run", "", f"{per_step * steps:.0f}"),
+            ("W_V compression", "orders·K·r : d_model", f"{orders * k * r:,} : {m['d_model']} = "
+                                                       f"{orders * k * r / m['d_model']:.1f} : 1"),
+            ("precision", "", str(tr.get("precision", "fp32 (CPU trainer)")))]
 
 
 def regime_table(sw):
@@ -726,14 +731,14 @@ def regime_table(sw):
     runs = [r for r in runs if r["config"]["memory"]["layout"] != "none"] or runs
     cols = {}
     for r in runs:
-        cols.setdefault(tuple(v for _, v in regime(r["config"])), []).append(r["variant"])
+        cols.setdefault(tuple(v for _, _, v in regime(r["config"])), []).append(r["variant"])
     if not cols:
         return "*No run config yet: regime unknown.*"
-    keys = [q for q, _ in regime(runs[0]["config"])]
     heads = [", ".join(dict.fromkeys(v)) if len(cols) > 1 else "this sweep" for v in cols.values()]
     lines = ["| quantity | " + " | ".join(heads) + " | report |", "|---|" + "---:|" * len(cols) + "---:|"]
-    for i, q in enumerate(keys):
-        lines.append(f"| {q} | " + " | ".join(c[i] for c in cols) + f" | {REGIME_REPORT[i]} |")
+    for i, (q, how, _) in enumerate(regime(runs[0]["config"])):
+        lines.append(f"| {q}{f' ({how})' if how else ''} | " + " | ".join(c[i] for c in cols) +
+                     f" | {REGIME_REPORT[q]} |")
     return "\n".join(lines)
 
 

@@ -298,18 +298,21 @@ def curve(final, plateau_from=None):
 
 
 def write_record(folder, name, variant, seed, final, revision="rev1", kernels="avx2", layers=6, plateau_from=None,
-                 config_hash=None, layout=None, slots=4):
-    """A record as train/sweep.cpp run_record_json writes it; returns its path."""
+                 config_hash=None, layout=None, slots=4, extra=(), updated="2026-11-30T10:15:00Z"):
+    """A record as train/sweep.cpp run_record_json writes it; returns its path. extra: (section, key, value) to set
+    in the config."""
     text = set_key(set_key(REGIME_CONFIG, "memory", "layout", layout or variant.split("_")[0]), "memory", "slots",
                    slots)
     text = set_key(set_key(text, "train", "seed", seed), "model", "layers", layers)
     text = set_key(text, "train", "out_dir", f"/elsewhere/runs/regime_stage1/{name}")
+    for sec, key, value in extra:
+        text = set_key(text, sec, key, value)
     h = config_hash or report.config_hash(text)
     ev = curve(final, plateau_from)
     rec = {"format": "pagegram-run-record", "format_version": 1, "sweep": "regime_stage1", "name": name,
            "variant": variant, "seed": seed, "grid": {}, "config_hash": h, "status": "finished",
            "revision": revision, "kernels": kernels, "cpu": "Test CPU @ 2.0GHz", "host": "testhost", "threads": 2,
-           "compiler_flags": "-O3", "started": "2026-11-30T10:00:00Z", "updated": "2026-11-30T10:15:00Z",
+           "compiler_flags": "-O3", "started": "2026-11-30T10:00:00Z", "updated": updated,
            "steps": 458, "total_steps": 458, "tokens": 458 * 16384, "train_seconds": 900.0,
            "tok_per_s_median": 8400.0, "final": {"heldout_loss": final, "train_loss": final - 0.05},
            "eval": {"step": EVAL_STEPS, "tokens": [s * 16384 for s in EVAL_STEPS], "loss": ev},
@@ -429,7 +432,7 @@ class Records(unittest.TestCase):
         self.assertEqual(row(md, "table params per training token")[1], "3.33")
         self.assertEqual(row(md, "lookups per row per step (tokens per step / rows per head)")[1], "0.67")
         self.assertEqual(row(md, "lookups per row over the run")[1], "307")
-        self.assertEqual(row(md, "W_V compression orders·K·r : d_model")[1], "1,024 : 128 = 8.0 : 1")
+        self.assertEqual(row(md, "W_V compression (orders·K·r : d_model)")[1], "1,024 : 128 = 8.0 : 1")
         # provenance: records only, mixed revisions and kernels listed, records not used named
         self.assertIn("*Read from:* 11 records.", md)
         self.assertIn("**Mixed revisions (2):** rev1 (8 runs), rev2 (3 runs).", md)
@@ -443,6 +446,24 @@ class Records(unittest.TestCase):
         self.assertEqual(cells[1], "138 (2.26M)")
         self.assertEqual(len([l for l in md.splitlines() if re.match(r"\| \w+-s\d \| \d+ \(", l)]), 1)
         self.assertTrue(os.path.exists(os.path.join(out, "regime_stage1-fig1a-loss.png")))
+
+    def test_records_that_differ_in_a_default(self):
+        """Two records of engram-s3 that differ only in a key neither the sweep file nor its presets set (a C++
+        default changed between them): the later one is used; alone, the earlier one is stale against the others."""
+        rec = os.path.join(self.t, "records")
+        old = write_record(rec, "engram-s3", "engram", 3, 9.99, extra=[("memory", "gate_init", 0.3)],
+                           updated="2026-11-29T10:15:00Z")
+        md, _ = self.run_report()
+        self.assertRegex(md, r"`engram-s3`: 2 records fit; the latest updated \(`engram-s3-[0-9a-f]{8}\.json`\) is used")
+        self.assertEqual(row(md, "engram")[6], f"{self.finals[('engram', 3)]:.4f}")
+        for fn in os.listdir(rec):
+            if fn.startswith("engram-s3-") and os.path.join(rec, fn) != old:
+                os.remove(os.path.join(rec, fn))
+        md, _ = self.run_report()
+        self.assertIn("records disagree on config keys the sweep does not vary (memory.gate_init)", md)
+        self.assertIn("not used: engram-s3", md)
+        self.assertIn("engram-s3 (stale record)", md)
+        self.assertEqual(row(md, "engram")[1], "3")
 
     def test_run_dir_for_a_run_without_record(self):
         root = os.path.join(self.d, "runs", "regime_stage1")
