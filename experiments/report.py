@@ -475,7 +475,7 @@ def load_from_records(spec_path, recs):
                 notes.append(f"`{e['name']}`: {len(cands)} records fit; the latest updated (`{os.path.basename(path)}`)"
                              " is used")
             kept.append((path, rec))
-            runs.append(run_from_record(rec, path))
+            runs.append(dict(run_from_record(rec, path), grid=e["grid"]))  # the name matched: the expansion's
         elif e["name"] in entries:
             r = load_run(manifest["root"], entries[e["name"]])
             r["source"] = "run dir"

@@ -298,7 +298,7 @@ def curve(final, plateau_from=None):
 
 
 def write_record(folder, name, variant, seed, final, revision="rev1", kernels="avx2", layers=6, plateau_from=None,
-                 config_hash=None, layout=None, slots=4, extra=(), updated="2026-11-30T10:15:00Z"):
+                 config_hash=None, layout=None, slots=4, extra=(), updated="2026-11-30T10:15:00Z", grid=None):
     """A record as train/sweep.cpp run_record_json writes it; returns its path. extra: (section, key, value) to set
     in the config."""
     text = set_key(set_key(REGIME_CONFIG, "memory", "layout", layout or variant.split("_")[0]), "memory", "slots",
@@ -310,7 +310,7 @@ def write_record(folder, name, variant, seed, final, revision="rev1", kernels="a
     h = config_hash or report.config_hash(text)
     ev = curve(final, plateau_from)
     rec = {"format": "pagegram-run-record", "format_version": 1, "sweep": "regime_stage1", "name": name,
-           "variant": variant, "seed": seed, "grid": {}, "config_hash": h, "status": "finished",
+           "variant": variant, "seed": seed, "grid": grid or {}, "config_hash": h, "status": "finished",
            "revision": revision, "kernels": kernels, "cpu": "Test CPU @ 2.0GHz", "host": "testhost", "threads": 2,
            "compiler_flags": "-O3", "started": "2026-11-30T10:00:00Z", "updated": updated,
            "steps": 458, "total_steps": 458, "tokens": 458 * 16384, "train_seconds": 900.0,
@@ -464,6 +464,27 @@ class Records(unittest.TestCase):
         self.assertIn("not used: engram-s3", md)
         self.assertIn("engram-s3 (stale record)", md)
         self.assertEqual(row(md, "engram")[1], "3")
+
+    def test_lr_grid_from_records(self):
+        t8 = os.path.join(self.d, "experiments", "table8_lr_grid")
+        os.makedirs(t8)
+        with open(os.path.join(t8, "base.yaml"), "w") as f:
+            f.write(RECORD_BASE)
+        with open(os.path.join(t8, "sweep.yaml"), "w") as f:
+            f.write("name: table8_lr_grid\nbase: base.yaml\nseeds: [0]\nvariants:\n  flat: {memory.layout: flat}\n"
+                    "  engram: {memory.layout: engram}\ngrid:\n  memory.lr_mult: [10, 70]\n")
+        finals = {("flat", "10"): 3.9, ("flat", "70"): 3.7, ("engram", "10"): 3.6}  # engram 70x: no record
+        for (v, lr), x in finals.items():
+            write_record(os.path.join(t8, "records"), f"{v}-lr_mult={lr}-s0", v, 0, x,
+                         extra=[("memory", "lr_mult", lr)], grid={"memory.lr_mult": lr})
+        r = subprocess.run([sys.executable, REPORT, "experiments/table8_lr_grid/sweep.yaml", "--out", "o"], cwd=self.d,
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(os.path.join(self.d, "o", "README.md")) as f:
+            md = f.read()
+        self.assertEqual(row(md, "flat")[1:4], ["3.9000", "3.7000", "70×"])
+        self.assertEqual(row(md, "engram")[1:4], ["3.6000", "·", "10×"])
+        self.assertIn("engram-lr_mult=70-s0 (no record)", md)
 
     def test_run_dir_for_a_run_without_record(self):
         root = os.path.join(self.d, "runs", "regime_stage1")
