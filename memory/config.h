@@ -70,7 +70,7 @@ struct MemoryConfig {
       "addresses only, results unchanged");
     v("collision_owners", collision_owners,
       "with collision_stats: also Foreign reading (b) (row owners from running n-gram counts; memory grows "
-      "with the distinct n-grams of the run, ~24-48 bytes each)");
+      "with the distinct n-grams of the run, ~17-34 bytes each)");
   }
   // Keys that only select what the run log records (never results): excluded from config hashes.
   static constexpr const char* kLogOnlyKeys[] = {"collision_stats", "collision_owners"};

@@ -18,7 +18,7 @@ inline size_t slot_of(uint64_t key, size_t mask) { return static_cast<size_t>(ke
 
 uint32_t StepCollisionCounter::CountMap::add(uint64_t key, uint32_t c) {
   if (key == 0) return zero_count += c;
-  if (static_cast<size_t>(2 * (size + 1)) > keys.size()) grow();
+  if (static_cast<size_t>(10 * (size + 1)) > 7 * keys.size()) grow();  // load factor <= 0.7
   const size_t mask = keys.size() - 1;
   for (size_t i = slot_of(key, mask);; i = (i + 1) & mask) {
     if (keys[i] == key) return counts[i] += c;
@@ -110,8 +110,16 @@ StepCollisionStats StepCollisionCounter::finish(bool report) {
       ++cnt.back();
     }
     const int64_t D = static_cast<int64_t>(rep.size());
-    auto key = [&](int64_t x) { return keys_[static_cast<size_t>(rep[static_cast<size_t>(x)] * no + o)]; };
-    auto row = [&](int64_t x, int64_t k) { return rows_[static_cast<size_t>(rep[static_cast<size_t>(x)] * H + o * K + k)]; };
+    // The distinct n-grams' keys and head rows, compact in key order: [D], [D, K].
+    dkey_.resize(static_cast<size_t>(D));
+    drow_.resize(static_cast<size_t>(D * K));
+    for (int64_t x = 0; x < D; ++x) {
+      const int64_t p = rep[static_cast<size_t>(x)];
+      dkey_[static_cast<size_t>(x)] = keys_[static_cast<size_t>(p * no + o)];
+      std::copy_n(rows_.data() + p * H + o * K, K, drow_.data() + x * K);
+    }
+    auto key = [&](int64_t x) { return dkey_[static_cast<size_t>(x)]; };
+    auto row = [&](int64_t x, int64_t k) { return drow_[static_cast<size_t>(x * K + k)]; };
 
     // Owners: running lookup counts (this step included); a row's owner is the n-gram with the most lookups
     // so far among those addressing it. Only the counts of this step's n-grams grow, so comparing each of

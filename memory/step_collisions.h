@@ -22,7 +22,7 @@
 //
 // Serial and exact; everything is integer counting over key-sorted data, so the result does not depend on
 // thread counts or on how the step was split into micro-batches. Memory: scratch of rows() int32 + the
-// step's rows and keys; with owners, rows() x 12 bytes + an n-gram count map of ~24-48 bytes per distinct
+// step's rows and keys; with owners, rows() x 12 bytes + an n-gram count map of ~17-34 bytes per distinct
 // n-gram seen in the run (owner_bytes()).
 #pragma once
 #include <cstdint>
@@ -84,6 +84,8 @@ class StepCollisionCounter {
   std::vector<int32_t> first_;  // per table row: first member of its group (-1 = none)
   std::vector<int32_t> next_, page_count_;
   std::vector<std::pair<uint64_t, int64_t>> sorted_;
+  std::vector<uint64_t> dkey_;
+  std::vector<int64_t> drow_;
   // Owners (reading b).
   std::vector<uint64_t> owner_key_;
   std::vector<uint32_t> owner_count_;
