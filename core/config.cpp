@@ -14,7 +14,11 @@ namespace pg::cfg {
 namespace {
 
 std::string scalar_text(const YAML::Node& n) {
-  if (n.IsScalar()) return n.Scalar();
+  if (n.IsScalar()) {  // shown on one line
+    std::string s = n.Scalar();
+    for (size_t i = 0; (i = s.find_first_of("\n\r", i)) != std::string::npos;) s.replace(i, 1, "\\n");
+    return s;
+  }
   std::string s = YAML::Dump(n);
   std::replace(s.begin(), s.end(), '\n', ' ');
   return s;
@@ -251,17 +255,33 @@ void check_keys(const YAML::Node& n, const std::string& where, const std::string
   }
 }
 
+// True when `text` holds more than one YAML document: a document marker (--- or ...) at the start of a line
+// after content (a leading --- before any content opens the only document). Checked on the text because
+// yaml-cpp 0.7's LoadAll can loop forever on some malformed input (found by tests/train/fuzz_test.cpp).
+bool several_documents(const std::string& text) {
+  bool content = false;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    const bool marker = (line.rfind("---", 0) == 0 || line.rfind("...", 0) == 0) &&
+                        (line.size() == 3 || line[3] == ' ' || line[3] == '\t' || line[3] == '\r');
+    if (marker && content) return true;
+    const size_t first = line.find_first_not_of(" \t\r");
+    if (!marker && first != std::string::npos && line[first] != '#') content = true;
+  }
+  return false;
+}
+
 // Parses YAML text that must be exactly one document.
 YAML::Node load_one(const std::string& text, const std::string& where) {
-  std::vector<YAML::Node> docs;
+  if (several_documents(text))
+    throw ConfigError(str(where, ": several YAML documents (--- or ... after content) where one is expected ",
+                          "(hint: one config per file; a value cannot hold a document marker)"));
+  YAML::Node n;
   try {
-    docs = YAML::LoadAll(text);
+    n = YAML::Load(text);
   } catch (const YAML::Exception& e) {
     throw ConfigError(str(where, mark_of(e.mark), ": YAML syntax error: ", e.msg));
   }
-  if (docs.size() > 1)
-    throw ConfigError(str(where, ": ", docs.size(), " YAML documents (---) where one is expected (hint: one config per file)"));
-  YAML::Node n = docs.empty() ? YAML::Node() : docs[0];
   check_keys(n, where, "");
   return n;
 }
@@ -284,6 +304,16 @@ YAML::Node load_with_bases(const std::filesystem::path& path, int depth) {
   text << in.rdbuf();
   if (!in.good() && !in.eof()) throw IoError(str(path.string(), ": cannot read (", std::strerror(errno), ")"));
   YAML::Node node = load_one(text.str(), path.string());
+  if ((!node || node.IsNull()) && text.str().find_first_not_of(" \t\r\n") != std::string::npos &&
+      [&] {
+        std::istringstream in(text.str());
+        for (std::string l; std::getline(in, l);) {
+          const size_t f = l.find_first_not_of(" \t\r");
+          if (f != std::string::npos && l[f] != '#') return true;
+        }
+        return false;
+      }())
+    throw ConfigError(str(path.string(), ": expected a map of keys at the top level (the YAML parses to nothing)"));
   if (!node || node.IsNull())
     throw ConfigError(str(path.string(), ": empty config file (hint: at least `base: <preset>` or one section; "
                           "an empty file would silently mean all defaults)"));

@@ -11,7 +11,12 @@ namespace pg {
 // what, where (file / key path / offset) and a hint.
 class UserError : public std::runtime_error {
  public:
-  using std::runtime_error::runtime_error;
+  // The message is kept on one line whatever it quotes (a path or value holding a newline is shown with \n).
+  explicit UserError(const std::string& what) : std::runtime_error(one_line(what)) {}
+  static std::string one_line(std::string s) {
+    for (size_t i = 0; (i = s.find_first_of("\n\r", i)) != std::string::npos;) s.replace(i, 1, "\\n");
+    return s;
+  }
 };
 class ConfigError : public UserError {
  public:

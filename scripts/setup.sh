@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the project needs (only when missing) and builds it (Release) into build/.
-# Usage: scripts/setup.sh [--werror] [--sanitize] [--native]
+# Usage: scripts/setup.sh [--werror] [--sanitize] [--native] [--build-dir DIR]   (default build/)
 # Every option is passed to CMake explicitly, so a build tree configured by one command (say the test command's
 # --werror) never carries that choice into the next. The default build is portable (x86-64-v3 + run-time
 # dispatch to the AVX-512 kernels); --native compiles everything for this CPU only.
@@ -21,15 +21,17 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-werror=OFF; sanitize=OFF; native=OFF; btype=Release
-for a in "$@"; do
-  case "$a" in
+werror=OFF; sanitize=OFF; native=OFF; btype=Release; bdir=build
+while [ $# -gt 0 ]; do
+  case "$1" in
     --werror) werror=ON ;;
     --sanitize) sanitize=ON; btype=RelWithDebInfo ;;
     --native) native=ON ;;
-    *) echo "setup: unknown option $a (known: --werror --sanitize --native)" >&2; exit 2 ;;
+    --build-dir) [ $# -ge 2 ] || { echo "setup: --build-dir needs a folder" >&2; exit 2; }; bdir="$2"; shift ;;
+    *) echo "setup: unknown option $1 (known: --werror --sanitize --native --build-dir DIR)" >&2; exit 2 ;;
   esac
+  shift
 done
 flags=(-DCMAKE_BUILD_TYPE=$btype -DPAGEGRAM_WERROR=$werror -DPAGEGRAM_SANITIZE=$sanitize -DPAGEGRAM_NATIVE=$native)
-cmake -S . -B build "${flags[@]}" >/dev/null
-cmake --build build -j"$(nproc)"
+cmake -S . -B "$bdir" "${flags[@]}" >/dev/null
+cmake --build "$bdir" -j"$(nproc)"
