@@ -81,20 +81,30 @@ std::string outcome(F&& f) {
   return "";
 }
 
+// A scratch copy of configs/ and the sweep files (mutants are written there, never into the source tree, where
+// other tests list the presets).
 struct FuzzDir {
   fs::path p = fs::temp_directory_path() / ("pg_fuzz_" + std::to_string(::getpid()));
-  FuzzDir() { fs::create_directories(p); }
+  FuzzDir() {
+    fs::create_directories(p / "experiments");
+    fs::copy(PG_SOURCE_DIR "/configs", p / "configs", fs::copy_options::recursive);
+    for (const auto& e : fs::directory_iterator(PG_SOURCE_DIR "/experiments"))
+      if (fs::exists(e.path() / "sweep.yaml")) {
+        fs::create_directories(p / "experiments" / e.path().filename());
+        fs::copy_file(e.path() / "sweep.yaml", p / "experiments" / e.path().filename() / "sweep.yaml");
+      }
+  }
   ~FuzzDir() { fs::remove_all(p); }
 };
 
 TEST(Fuzz, ConfigFilesAndSetValues) {
   FuzzDir d;
   std::vector<std::string> seeds;
-  for (const auto& e : fs::recursive_directory_iterator(PG_SOURCE_DIR "/configs"))
+  for (const auto& e : fs::recursive_directory_iterator(d.p / "configs"))
     if (e.path().extension() == ".yaml") seeds.push_back(slurp(e.path()));
   ASSERT_GE(seeds.size(), 10u);
-  // presets name their base relative to configs/: put the mutants there too (a name no preset uses)
-  const fs::path where = fs::path(PG_SOURCE_DIR "/configs") / (".fuzz_" + std::to_string(::getpid()) + ".yaml");
+  // presets name their base relative to configs/: put the mutants there too
+  const fs::path where = d.p / "configs" / "mutant.yaml";
   std::mt19937_64 rng(1);
   const int64_t n = cases(1500);
   int64_t refused = 0, loaded = 0;
@@ -111,10 +121,9 @@ TEST(Fuzz, ConfigFilesAndSetValues) {
     (ok ? loaded : refused)++;
     if (!f.empty() && findings.size() < 5) findings.push_back(f + "\n--- input ---\n" + text);
     // the same text as a --set value of a section
-    const std::string g = outcome([&] { load_experiment(PG_SOURCE_DIR "/configs/tiny.yaml", {"model=" + text}); });
+    const std::string g = outcome([&] { load_experiment((d.p / "configs" / "tiny.yaml").string(), {"model=" + text}); });
     if (!g.empty() && findings.size() < 5) findings.push_back("--set model=...: " + g + "\n--- value ---\n" + text);
   }
-  fs::remove(where);
   std::printf("[fuzz] config: %ld mutants x 2 (file, --set), %ld loaded, %ld refused, %zu findings\n", long(n),
               long(loaded), long(refused), findings.size());
   for (const auto& f : findings) ADD_FAILURE() << f;
@@ -123,7 +132,7 @@ TEST(Fuzz, ConfigFilesAndSetValues) {
 TEST(Fuzz, SweepFiles) {
   FuzzDir d;
   std::vector<fs::path> seeds;
-  for (const auto& e : fs::directory_iterator(PG_SOURCE_DIR "/experiments"))
+  for (const auto& e : fs::directory_iterator(d.p / "experiments"))
     if (fs::exists(e.path() / "sweep.yaml")) seeds.push_back(e.path() / "sweep.yaml");
   ASSERT_GE(seeds.size(), 3u);
   std::mt19937_64 rng(2);
@@ -132,7 +141,7 @@ TEST(Fuzz, SweepFiles) {
   for (int64_t i = 0; i < n; ++i) {
     const fs::path seed = seeds[rng() % seeds.size()];
     const std::string text = mutate(slurp(seed), rng, true);
-    const fs::path p = seed.parent_path() / (".fuzz_" + std::to_string(::getpid()) + ".yaml");
+    const fs::path p = seed.parent_path() / "mutant.yaml";
     spit(p, text);
     const std::string f = outcome([&] {
       SweepSpec s = load_sweep(p.string());
