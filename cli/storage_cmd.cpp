@@ -11,12 +11,12 @@
 #include "core/threads.h"
 #include "core/timer.h"
 #include "data/pipeline.h"
-#include "eval/collisions.h"
-#include "eval/eval_stream.h"
-#include "eval/flash_sim.h"
-#include "eval/iobench.h"
-#include "eval/nf4.h"
-#include "eval/table_file.h"
+#include "storage/collisions.h"
+#include "storage/eval_stream.h"
+#include "storage/flash_sim.h"
+#include "storage/iobench.h"
+#include "storage/nf4.h"
+#include "storage/table_file.h"
 #include "memory/layout.h"
 #include "memory/normalize.h"
 #include "train/adamw.h"
@@ -194,7 +194,7 @@ void register_storage_commands(CLI::App& app) {
     static int64_t eval_windows = 0, threads = 0;
     static bool no_verify = false;
     CLI::App* c = app.add_subcommand(
-        "export", "write the page-aligned NF4 table file (.pgt, eval/FORMATS.md) of a checkpoint's memory table");
+        "export", "write the page-aligned NF4 table file (.pgt, storage/FORMATS.md) of a checkpoint's memory table");
     c->add_option("--checkpoint", checkpoint, "checkpoint.h5 holding a memory table");
     c->add_option("--config", config, "instead of a checkpoint: a config whose memory layout gets a --fill table");
     c->add_option("--set", sets, "override a key of --config (repeatable)");

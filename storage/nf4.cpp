@@ -1,5 +1,5 @@
-// Implementation of eval/nf4.h.
-#include "eval/nf4.h"
+// Implementation of storage/nf4.h.
+#include "storage/nf4.h"
 
 #include <bit>
 #include <cmath>

@@ -1,4 +1,4 @@
-// The page-aligned NF4 table file (.pgt, SPEC §7, eval/FORMATS.md): a header block, the layout identity, one
+// The page-aligned NF4 table file (.pgt, SPEC §7, storage/FORMATS.md): a header block, the layout identity, one
 // checksum per 4 KiB data block, then the data blocks where every row sits where MemoryLayout::block_of puts it
 // (a PageGram page never straddles a block). Writer (from any fp32 row source) and validating reader.
 #pragma once
@@ -45,7 +45,7 @@ struct TableWriteOptions {
   bool progress = false;
 };
 
-// Writes the NF4 file of `layout` with values from `rows` (quantized by eval/nf4.h), staged next to `path` and
+// Writes the NF4 file of `layout` with values from `rows` (quantized by storage/nf4.h), staged next to `path` and
 // renamed into place. Throws UserError naming the first row that cannot be quantized, IoError on I/O failures.
 TableFileHeader write_table_file(const std::string& path, const MemoryLayout& layout, const RowSource& rows,
                                  const TableWriteOptions& opt = {});

@@ -1,7 +1,7 @@
 // NF4 quantization of table rows (SPEC §7, report §3.3; QLoRA's 4-bit NormalFloat): each group of 64 values is
 // 64 4-bit indices into the standard 16-level code book plus one fp16 absmax scale = 34 bytes.
 //
-// Group byte layout (eval/FORMATS.md): bytes [0, 2) the scale s as IEEE binary16, little-endian; bytes [2, 34) the
+// Group byte layout (storage/FORMATS.md): bytes [0, 2) the scale s as IEEE binary16, little-endian; bytes [2, 34) the
 // codes, byte 2 + j holding element 2j in its high nibble and element 2j+1 in its low nibble (bitsandbytes' order).
 // s is the smallest fp16 value >= max|x| of the group (rounded up, so |x|/s <= 1 and no value clips); each value
 // gets the code c minimizing |x/s - c| (ties to the lower code); x̂ = c * s. A zero value (and so a zero row) maps

@@ -20,7 +20,7 @@ struct IoBenchResult {
   double reads_per_second() const { return seconds > 0 ? static_cast<double>(reads) / seconds : 0.0; }
 };
 
-// Token t reads blocks[ends[t-1] .. ends[t]) (its distinct 4 KiB blocks, eval/eval_stream.h stream_blocks) at byte
+// Token t reads blocks[ends[t-1] .. ends[t]) (its distinct 4 KiB blocks, storage/eval_stream.h stream_blocks) at byte
 // offset data_offset + 4096 * block of `path`, opened with O_DIRECT. Reads are issued in token order as soon as a
 // slot is free (addresses depend only on token ids, so later tokens' reads start before earlier lookups finish),
 // keeping `depth` reads in flight. Stops after max_lookups tokens (0 = all) or when max_seconds have passed (then

@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "eval/eval_stream.h"
+#include "storage/eval_stream.h"
 #include "memory/layout.h"
 
 namespace pg {
@@ -73,7 +73,7 @@ void write_collisions_h5(const std::string& path, const std::vector<LayoutCollis
                          const std::vector<std::pair<std::string, std::string>>& attrs);
 
 // `pagegram addresses`: rows [n, heads] and the first 4 KiB block of each row [n, heads] (plus the tokens and
-// the layout identity) of stream positions [0, n), written to HDF5 (eval/FORMATS.md).
+// the layout identity) of stream positions [0, n), written to HDF5 (storage/FORMATS.md).
 void write_addresses_h5(const std::string& path, const MemoryLayout& layout, const EvalStream& stream, int64_t n,
                         const std::vector<std::pair<std::string, std::string>>& attrs);
 

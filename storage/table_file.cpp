@@ -1,5 +1,5 @@
-// Implementation of eval/table_file.h.
-#include "eval/table_file.h"
+// Implementation of storage/table_file.h.
+#include "storage/table_file.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -16,8 +16,8 @@
 #include "core/rng.h"
 #include "data/hash.h"
 #include "data/mapped_file.h"
-#include "eval/eval_stream.h"
-#include "eval/nf4.h"
+#include "storage/eval_stream.h"
+#include "storage/nf4.h"
 #include "memory/pagegram_layout.h"
 
 namespace pg {

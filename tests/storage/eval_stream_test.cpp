@@ -1,4 +1,4 @@
-// Tests of eval/eval_stream.h: a stream cut from a token store gives every position the same rows as the whole
+// Tests of storage/eval_stream.h: a stream cut from a token store gives every position the same rows as the whole
 // store (n-grams never depend on where the stream starts, SPEC §3), with document boundaries respected.
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -7,7 +7,7 @@
 
 #include "core/rng.h"
 #include "data/token_store.h"
-#include "eval/eval_stream.h"
+#include "storage/eval_stream.h"
 #include "memory/layout.h"
 #include "memory/ngram.h"
 

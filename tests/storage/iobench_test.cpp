@@ -1,4 +1,4 @@
-// Tests of eval/iobench.h on a tiny real table file: every lookup and read is counted at depths 1 and 4 (no timing
+// Tests of storage/iobench.h on a tiny real table file: every lookup and read is counted at depths 1 and 4 (no timing
 // assertions: the machine is shared).
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -6,9 +6,9 @@
 #include <filesystem>
 
 #include "core/rng.h"
-#include "eval/eval_stream.h"
-#include "eval/iobench.h"
-#include "eval/table_file.h"
+#include "storage/eval_stream.h"
+#include "storage/iobench.h"
+#include "storage/table_file.h"
 #include "memory/layout.h"
 
 namespace pg {

@@ -1,5 +1,5 @@
-// Implementation of eval/iobench.h (liburing; PG_HAVE_URING is defined by CMake when liburing is found).
-#include "eval/iobench.h"
+// Implementation of storage/iobench.h (liburing; PG_HAVE_URING is defined by CMake when liburing is found).
+#include "storage/iobench.h"
 
 #include <fcntl.h>
 #include <unistd.h>

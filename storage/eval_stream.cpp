@@ -1,5 +1,5 @@
-// Implementation of eval/eval_stream.h.
-#include "eval/eval_stream.h"
+// Implementation of storage/eval_stream.h.
+#include "storage/eval_stream.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,5 +1,5 @@
-// Implementation of eval/collisions.h.
-#include "eval/collisions.h"
+// Implementation of storage/collisions.h.
+#include "storage/collisions.h"
 
 #include <omp.h>
 

@@ -1,4 +1,4 @@
-// Tests of eval/flash_sim.h: the LRU simulator against a brute-force reference (SPEC §9 "LRU simulator =
+// Tests of storage/flash_sim.h: the LRU simulator against a brute-force reference (SPEC §9 "LRU simulator =
 // brute-force reference"), per-token block streams of each layout, and the sweep.
 #include <gtest/gtest.h>
 
@@ -7,7 +7,7 @@
 #include <set>
 
 #include "core/rng.h"
-#include "eval/flash_sim.h"
+#include "storage/flash_sim.h"
 #include "memory/layout.h"
 #include "memory/pagegram_layout.h"
 

@@ -1,4 +1,4 @@
-// Tests of eval/nf4.h and eval/table_file.h (SPEC §9: NF4 zero-row fidelity and error bound; corrupt or truncated
+// Tests of storage/nf4.h and storage/table_file.h (SPEC §9: NF4 zero-row fidelity and error bound; corrupt or truncated
 // files are refused with a clear error).
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -8,8 +8,8 @@
 #include <fstream>
 
 #include "core/rng.h"
-#include "eval/nf4.h"
-#include "eval/table_file.h"
+#include "storage/nf4.h"
+#include "storage/table_file.h"
 #include "memory/layout.h"
 #include "memory/pagegram_layout.h"
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "eval/eval_stream.h"
+#include "storage/eval_stream.h"
 #include "memory/config.h"
 
 namespace pg {
@@ -104,7 +104,7 @@ FlashSweepSummary run_flash_sweep(const FlashSweepConfig& cfg, const EvalStream&
 
 // The report's Table 6 shape: one line per (table size, cache), one column per layout, reads per token.
 std::string format_flash_table(const FlashSweepSummary& s);
-// Writes the results as one row per (layout, size, cache) in columns under `/flashsim` (see eval/FORMATS.md),
+// Writes the results as one row per (layout, size, cache) in columns under `/flashsim` (see storage/FORMATS.md),
 // with `attrs` as string attributes of the root (command, config, stream).
 void write_flash_h5(const std::string& path, const FlashSweepSummary& s,
                     const std::vector<std::pair<std::string, std::string>>& attrs);

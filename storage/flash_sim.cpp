@@ -1,5 +1,5 @@
-// Implementation of eval/flash_sim.h.
-#include "eval/flash_sim.h"
+// Implementation of storage/flash_sim.h.
+#include "storage/flash_sim.h"
 
 #include <omp.h>
 
