@@ -129,7 +129,7 @@ void register_storage_commands(CLI::App& app) {
   static std::string command;
   auto cmdline = [] {
     if (!command.empty()) return command;
-    std::string raw = data::read_file("/proc/self/cmdline");
+    std::string raw = read_file("/proc/self/cmdline");
     for (char& c : raw)
       if (c == '\0') c = ' ';
     while (!raw.empty() && raw.back() == ' ') raw.pop_back();

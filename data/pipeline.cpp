@@ -18,6 +18,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/text.h"
 #include "core/timer.h"
 #include "data/corpus_reader.h"
 #include "data/hash.h"
@@ -35,13 +36,6 @@ std::string fmt(const char* f, double v) {
   char b[64];
   std::snprintf(b, sizeof b, f, v);
   return b;
-}
-// 187.3M, 12.0k, 512
-std::string fmt_count(uint64_t n) {
-  if (n >= 1000000000) return fmt("%.2fG", n / 1e9);
-  if (n >= 1000000) return fmt("%.1fM", n / 1e6);
-  if (n >= 10000) return fmt("%.1fk", n / 1e3);
-  return std::to_string(n);
 }
 
 std::string corpus_hint(const DataConfig& cfg) {
@@ -88,8 +82,8 @@ TokenizerPaths train_tokenizer_on(const DataConfig& cfg, const TokenizerConfig& 
   try {
     Timer ts;
     const TrainingSample sample = sample_training_lines(corpus, tcfg);
-    std::cerr << "[data] tokenizer: sampled " << fmt_count(sample.lines.size()) << " of "
-              << fmt_count(sample.eligible_lines) << " lines (" << fmt("%.1f", sample.bytes / 1e6) << " MB) in "
+    std::cerr << "[data] tokenizer: sampled " << format_count(sample.lines.size()) << " of "
+              << format_count(sample.eligible_lines) << " lines (" << fmt("%.1f", sample.bytes / 1e6) << " MB) in "
               << fmt("%.1f", ts.seconds()) << " s\n";
     Timer tt;
     train_sentencepiece(sample, tcfg, tmp + "/spm");
@@ -196,7 +190,7 @@ SplitSummary summary_of(const TokenStoreHeader& h) { return {h.n_docs, h.n_token
 
 void print_summary(const TokenizeSummary& s) {
   auto line = [](const char* name, const SplitSummary& x) {
-    std::cerr << "[data]   " << name << ": " << fmt_count(x.tokens) << " tokens (" << x.tokens << "), "
+    std::cerr << "[data]   " << name << ": " << format_count(x.tokens) << " tokens (" << x.tokens << "), "
               << x.docs << " docs, " << fmt("%.1f", x.text_bytes / 1e6) << " MB, "
               << fmt("%.3f", x.bytes_per_token()) << " bytes/token\n";
   };
@@ -415,9 +409,9 @@ DataSet open_dataset(const DataConfig& cfg, const TokenizerConfig& tcfg, const s
     throw ConfigError(str("data.val_tokens = ", cfg.val_tokens, " exceeds the ", ds.heldout->n_tokens(),
                           " held-out tokens of ", ds.heldout->path(),
                           " (hint: lower data.val_tokens or raise data.heldout_fraction and re-tokenize)"));
-  std::cerr << "[data] dataset: train " << fmt_count(ds.train->n_tokens()) << " tokens, heldout "
-            << fmt_count(ds.heldout->n_tokens()) << " (val " << fmt_count(ds.val_tokens) << ", test "
-            << fmt_count(ds.heldout->n_tokens() - ds.val_tokens) << "), vocab " << ds.tokenizer->vocab_size()
+  std::cerr << "[data] dataset: train " << format_count(ds.train->n_tokens()) << " tokens, heldout "
+            << format_count(ds.heldout->n_tokens()) << " (val " << format_count(ds.val_tokens) << ", test "
+            << format_count(ds.heldout->n_tokens() - ds.val_tokens) << "), vocab " << ds.tokenizer->vocab_size()
             << ", opened in " << fmt("%.2f", t.seconds()) << " s\n";
   return ds;
 }

@@ -182,16 +182,5 @@ std::string format_bytes(int64_t b) {
   return buf;
 }
 
-std::string format_count(double c) {
-  char buf[64];
-  const char* suf = "";
-  double v = c;
-  if (c >= 1e12) v = c / 1e12, suf = "T";
-  else if (c >= 1e9) v = c / 1e9, suf = "B";
-  else if (c >= 1e6) v = c / 1e6, suf = "M";
-  else if (c >= 1e3) v = c / 1e3, suf = "K";
-  std::snprintf(buf, sizeof buf, "%.4g%s", v, suf);
-  return buf;
-}
 
 }  // namespace pg

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "core/text.h"  // format_count
 #include "data/token_store.h"
 #include "memory/layout.h"
 
@@ -64,7 +65,5 @@ double parse_count(const std::string& text, const std::string& what);
 int64_t parse_bytes(const std::string& text, const std::string& what);
 // "1 GiB", "256 MiB", "0" — the inverse of parse_bytes for table headings.
 std::string format_bytes(int64_t bytes);
-// "3.2B", "200M" — for table headings.
-std::string format_count(double count);
 
 }  // namespace pg

@@ -1,6 +1,11 @@
 // Sweeps: expansion (names, overrides, seeds, config hashes), bad sweep files named by key path, the Slurm
 // script's content, collect merging only matching hashes, and run -> rerun skipping finished runs (tiny model).
-#include "train/sweep.h"
+#include "sweep/collect.h"
+#include "sweep/records.h"
+#include "sweep/runner.h"
+#include "sweep/slurm.h"
+#include "sweep/spec.h"
+#include "sweep/status.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -277,7 +282,6 @@ TEST(SweepRunner, RunsResumesReportsFailuresAndSkipsFinishedRuns) {
   SweepRunOptions opt;
   opt.binary = binary;
   opt.cores = 2;
-  opt.progress = false;
   opt.poll_seconds = 0.05;
   SweepRunResult r = run_sweep(spec, opt);
   EXPECT_EQ(r.total, 4);
