@@ -120,43 +120,6 @@ int64_t FlashCacheSimulator::access(std::span<const uint32_t> blocks) {
   return miss;
 }
 
-// ---- Layout specs.
-
-std::string FlashLayoutSpec::label() const { return layout == "pagegram" ? str("pagegram(S=", slots, ")") : layout; }
-
-FlashLayoutSpec parse_flash_layout(const std::string& text, int64_t default_slots) {
-  FlashLayoutSpec s;
-  const size_t colon = text.find(':');
-  s.layout = text.substr(0, colon);
-  if (s.layout != "flat" && s.layout != "engram" && s.layout != "pagegram")
-    throw UserError(str("--layouts: unknown layout '", text, "' (hint: flat, engram, pagegram or pagegram:S)"));
-  s.slots = default_slots;
-  if (colon != std::string::npos) {
-    if (s.layout != "pagegram") throw UserError(str("--layouts: '", text, "': only pagegram takes :S slots"));
-    try {
-      size_t pos = 0;
-      s.slots = std::stoll(text.substr(colon + 1), &pos);
-      if (pos != text.size() - colon - 1) throw 0;
-    } catch (...) {
-      throw UserError(str("--layouts: '", text, "': slots after ':' must be an integer (e.g. pagegram:15)"));
-    }
-    if (s.slots < 1 || s.slots > 4096) throw UserError(str("--layouts: '", text, "': slots must be in [1, 4096]"));
-  }
-  if (s.layout != "pagegram") s.slots = 0;
-  return s;
-}
-
-namespace {
-std::unique_ptr<MemoryLayout> build_layout(const FlashSweepConfig& cfg, const FlashLayoutSpec& spec, double params) {
-  MemoryConfig m = cfg.memory;
-  m.layout = spec.layout;
-  if (spec.layout == "pagegram") m.slots = spec.slots;
-  m.target_params = static_cast<int64_t>(params);
-  m.hash.engram_faithful = false;
-  return make_layout(m, cfg.d_model);
-}
-}  // namespace
-
 FlashSweepSummary run_flash_sweep(const FlashSweepConfig& cfg, const EvalStream& stream) {
   struct Job {
     size_t layout, size;
@@ -174,7 +137,7 @@ FlashSweepSummary run_flash_sweep(const FlashSweepConfig& cfg, const EvalStream&
   // Build every layout first (cheap: primes only) so configuration errors surface before any work.
   std::vector<std::unique_ptr<MemoryLayout>> layouts(jobs.size());
   for (size_t j = 0; j < jobs.size(); ++j)
-    layouts[j] = build_layout(cfg, cfg.layouts[jobs[j].layout], cfg.sizes[jobs[j].size]);
+    layouts[j] = make_storage_layout(cfg.memory, cfg.d_model, cfg.layouts[jobs[j].layout], cfg.sizes[jobs[j].size]);
 
   const int64_t T = stream.size(), chunk = std::max<int64_t>(1, cfg.chunk_tokens);
   const int64_t total_tokens = T * static_cast<int64_t>(jobs.size());

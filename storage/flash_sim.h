@@ -6,8 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "storage/eval_stream.h"
 #include "memory/config.h"
+#include "storage/eval_stream.h"
+#include "storage/layout_spec.h"
 
 namespace pg {
 
@@ -50,14 +51,6 @@ class FlashCacheSimulator {
   int64_t lru_ = 0;  // log index of the least recent cached block (== log_size_ when the cache is empty)
 };
 
-// One table of the sweep: a layout ("flat", "engram", "pagegram" with the config's slots, or "pagegram:S").
-struct FlashLayoutSpec {
-  std::string layout;
-  int64_t slots = 0;  // pagegram only
-  std::string label() const;  // "flat", "engram", "pagegram(S=4)"
-};
-// Parses "flat", "engram", "pagegram", "pagegram:15"; pagegram without ":S" takes default_slots.
-FlashLayoutSpec parse_flash_layout(const std::string& text, int64_t default_slots);
 
 struct FlashSweepConfig {
   // orders, heads, head_dim, hash seed (layout, slots and target_params are set per table). Engram-style tables use

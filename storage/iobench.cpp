@@ -10,10 +10,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <map>
 
 #include "core/error.h"
 #include "core/h5.h"
+#include "core/text.h"
+#include "core/timer.h"
+#include "storage/table_file.h"
 
 #ifdef PG_HAVE_URING
 #include <liburing.h>
@@ -230,6 +234,68 @@ void write_iobench_h5(const std::string& path, const std::vector<IoBenchResult>&
     g.write("lookup_p50_us", l50);
     g.write("lookup_p99_us", l99);
   });
+}
+
+IoBenchSuiteResult run_iobench_suite(const IoBenchSuiteConfig& cfg, const EvalStream& stream,
+                                     const std::function<void(const std::string&)>& log) {
+  auto say = [&](const std::string& line) {
+    if (log) log(line);
+  };
+  const std::string& d = cfg.dir;
+  const bool made_dir = std::filesystem::create_directories(d);
+  IoBenchSuiteResult out;
+  try {
+    for (const FlashLayoutSpec& spec : cfg.layouts) {
+      auto L = make_storage_layout(cfg.memory, cfg.d_model, spec, cfg.params, cfg.vocab);
+      const std::string path = str(d, "/", spec.layout, spec.slots ? str("_s", spec.slots) : "", "_",
+                                   format_count(cfg.params), ".pgt");
+      TableFileHeader h;
+      bool reused = false;
+      if (std::filesystem::exists(path)) {
+        try {
+          h = TableFileReader::open(path, *L).header();
+          reused = true;
+        } catch (const IoError& e) {
+          say(str("[iobench] re-creating ", path, ": ", e.what()));
+        }
+      }
+      if (!reused) {
+        TableWriteOptions opt;
+        opt.progress = true;
+        opt.info = {{"source", "pagegram iobench (random NF4 content)"}};
+        Timer tw;
+        out.created.push_back(path);
+        h = write_random_table_file(path, *L, 1, opt);
+        char buf[64];
+        std::snprintf(buf, sizeof buf, "%.2f GiB, %.1f s", static_cast<double>(h.file_bytes()) / (1 << 30), tw.seconds());
+        say(str("[iobench] wrote ", path, " (", buf, ")"));
+      } else {
+        say(str("[iobench] reusing ", path));
+      }
+      std::vector<uint32_t> blocks;
+      std::vector<uint64_t> ends;
+      stream_blocks(*L, stream, 0, stream.size(), blocks, &ends);
+      for (int depth : cfg.depths) {
+        IoBenchResult r = run_iobench(path, h.data_offset(), blocks, ends, depth, 0, cfg.seconds);
+        r.layout = spec.label();
+        char buf[160];
+        std::snprintf(buf, sizeof buf, "[iobench] %s depth %d: %.0f lookups/s, read p50 %.0f us p99 %.0f us",
+                      r.layout.c_str(), depth, r.lookups_per_second(), r.read_p50_us, r.read_p99_us);
+        say(buf);
+        out.results.push_back(r);
+      }
+    }
+  } catch (...) {
+    if (!cfg.keep)
+      for (const auto& p : out.created) std::filesystem::remove(p);
+    throw;
+  }
+  if (!cfg.keep) {
+    for (const auto& p : out.created) std::filesystem::remove(p);
+    std::error_code ec;
+    if (made_dir && std::filesystem::is_empty(d, ec)) std::filesystem::remove(d, ec);
+  }
+  return out;
 }
 
 }  // namespace pg

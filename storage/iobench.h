@@ -2,9 +2,14 @@
 // token stream as O_DIRECT 4 KiB reads of a real table file through io_uring, with N reads in flight.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "memory/config.h"
+#include "storage/eval_stream.h"
+#include "storage/layout_spec.h"
 
 namespace pg {
 
@@ -34,5 +39,27 @@ IoBenchResult run_iobench(const std::string& path, uint64_t data_offset, const s
 std::string format_iobench_table(const std::vector<IoBenchResult>& r);
 void write_iobench_h5(const std::string& path, const std::vector<IoBenchResult>& r,
                       const std::vector<std::pair<std::string, std::string>>& attrs);
+
+// `pagegram iobench` over several layouts: for each, the table file <dir>/<layout>[_s<S>]_<params>.pgt (a valid one is
+// reused, else random NF4 content is written), then run_iobench at every depth on the stream's blocks. Files this
+// call created are removed at the end (and on an error) unless `keep`; so is `dir` when it made it and it is empty.
+struct IoBenchSuiteConfig {
+  MemoryConfig memory;  // the config's memory section (layout, slots and target_params replaced per table)
+  int64_t d_model = 0;
+  const CompressedVocab* vocab = nullptr;  // Engram-faithful hashing (engram_vocab), or none
+  std::vector<FlashLayoutSpec> layouts;
+  double params = 0;    // table size in parameters
+  std::vector<int> depths;
+  double seconds = 10;  // time limit per (layout, depth) run (0 = none)
+  std::string dir;      // where the table files live
+  bool keep = false;
+};
+struct IoBenchSuiteResult {
+  std::vector<IoBenchResult> results;  // layout-major, depths in order
+  std::vector<std::string> created;    // table files this call wrote
+};
+// `log` receives one progress line at a time ("[iobench] ..."); may be empty.
+IoBenchSuiteResult run_iobench_suite(const IoBenchSuiteConfig& cfg, const EvalStream& stream,
+                                     const std::function<void(const std::string&)>& log = {});
 
 }  // namespace pg

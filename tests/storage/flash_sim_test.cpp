@@ -204,6 +204,8 @@ TEST(FlashSweep, ParsesArguments) {
   EXPECT_THROW(parse_flash_layout("pagegram:x", 4), UserError);
   EXPECT_EQ(parse_flash_layout("pagegram", 4).label(), "pagegram(S=4)");
   EXPECT_EQ(parse_flash_layout("pagegram:15", 4).slots, 15);
+  EXPECT_THROW(parse_flash_layout("pagegram:0", 4), UserError);     // memory.slots' range [1, 4096]
+  EXPECT_THROW(parse_flash_layout("pagegram:4097", 4), UserError);
 }
 
 }  // namespace
