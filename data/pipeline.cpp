@@ -109,9 +109,9 @@ TokenizerPaths train_tokenizer_on(const DataConfig& cfg, const TokenizerConfig& 
 }
 
 // Throttled progress line on stderr: docs, MB, MB/s, ETA.
-class Progress {
+class EncodeProgress {
  public:
-  Progress(std::string what, uint64_t docs, uint64_t bytes) : what_(std::move(what)), docs_(docs), bytes_(bytes) {}
+  EncodeProgress(std::string what, uint64_t docs, uint64_t bytes) : what_(std::move(what)), docs_(docs), bytes_(bytes) {}
   void update(uint64_t docs_done, uint64_t bytes_done, bool force = false) {
     const double s = t_.seconds();
     if (!force && s - last_ < 5.0) return;
@@ -143,7 +143,7 @@ SplitSummary write_split(const Corpus& corpus, const Tokenizer& tok, const std::
   uint64_t total_bytes = 0;
   for (uint32_t d : order) total_bytes += docs[d].end - docs[d].begin;
   TokenStoreWriter w(path, info, order.size());
-  Progress progress(str("tokenize ", name), order.size(), total_bytes);
+  EncodeProgress progress(str("tokenize ", name), order.size(), total_bytes);
   constexpr uint64_t kBatchBytes = uint64_t{32} << 20;
   std::vector<std::vector<uint32_t>> ids;
   std::vector<std::string> errs;

@@ -74,7 +74,7 @@ void stream_blocks(const MemoryLayout& layout, const EvalStream& s, int64_t i0, 
   }
 }
 
-// ---- Progress.
+// ---- ProgressLine.
 
 namespace {
 double now_s() {
@@ -83,12 +83,12 @@ double now_s() {
 }
 }  // namespace
 
-Progress::Progress(std::string what, int64_t total, bool enabled, double interval_s)
+ProgressLine::ProgressLine(std::string what, int64_t total, bool enabled, double interval_s)
     : what_(std::move(what)), total_(total), enabled_(enabled), interval_(interval_s) {
   t0_ = last_ = now_s();
 }
 
-void Progress::update(int64_t done) {
+void ProgressLine::update(int64_t done) {
   done_ = done;
   if (!enabled_) return;
   const double t = now_s();
@@ -101,7 +101,7 @@ void Progress::update(int64_t done) {
                rate, eta);
 }
 
-void Progress::finish() {
+void ProgressLine::finish() {
   if (!enabled_) return;
   std::fprintf(stderr, "  %s done: %lld in %.1f s\n", what_.c_str(), static_cast<long long>(done_), now_s() - t0_);
 }

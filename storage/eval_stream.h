@@ -41,9 +41,9 @@ void stream_blocks(const MemoryLayout& layout, const EvalStream& s, int64_t i0, 
 
 // A progress line printer for long loops: prints "<what> <done>/<total> (<pct>%, <rate>/s, <eta>)" to stderr
 // at most every `interval_s` seconds, and once more on finish(). Silent when disabled.
-class Progress {
+class ProgressLine {
  public:
-  Progress(std::string what, int64_t total, bool enabled = true, double interval_s = 2.0);
+  ProgressLine(std::string what, int64_t total, bool enabled = true, double interval_s = 2.0);
   void update(int64_t done);
   void finish();
 

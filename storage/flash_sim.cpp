@@ -142,7 +142,7 @@ FlashSweepSummary run_flash_sweep(const FlashSweepConfig& cfg, const EvalStream&
   const int64_t T = stream.size(), chunk = std::max<int64_t>(1, cfg.chunk_tokens);
   const int64_t total_tokens = T * static_cast<int64_t>(jobs.size());
   int64_t done_tokens = 0;
-  Progress prog("flashsim tokens x tables", total_tokens, cfg.progress);
+  ProgressLine prog("flashsim tokens x tables", total_tokens, cfg.progress);
   std::vector<int64_t> lru_acc(jobs.size(), 0);
   std::vector<double> lru_sec(jobs.size(), 0.0);
   Timer wall;

@@ -178,7 +178,7 @@ TableFileHeader write_core(const std::string& path, const MemoryLayout& layout, 
   const int64_t rows = layout.rows(), rb = layout.nf4_bytes_per_row();
   const int64_t chunk = std::max<int64_t>(1, W * kBlockBytes / (4 * rb));
   std::vector<uint8_t*> dst(static_cast<size_t>(std::min(chunk, std::max<int64_t>(rows, 1))));
-  Progress prog(str("writing ", path, " rows"), rows, opt.progress);
+  ProgressLine prog(str("writing ", path, " rows"), rows, opt.progress);
   int64_t last_block = 0;
   for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
     const int64_t n = std::min(chunk, rows - r0);
@@ -436,7 +436,7 @@ void TableFileReader::read_block(int64_t b, uint8_t* out) const {
 void TableFileReader::verify_all(bool progress) const {
   constexpr uint64_t kChunk = 2048;
   std::vector<uint8_t> buf(kChunk * kBlock);
-  Progress prog(str("verifying ", path_, " blocks"), static_cast<int64_t>(h_.data_blocks), progress);
+  ProgressLine prog(str("verifying ", path_, " blocks"), static_cast<int64_t>(h_.data_blocks), progress);
   for (uint64_t b0 = 0; b0 < h_.data_blocks; b0 += kChunk) {
     const uint64_t n = std::min(kChunk, h_.data_blocks - b0);
     const uint64_t off = h_.data_offset() + b0 * kBlock;

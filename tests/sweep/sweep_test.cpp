@@ -19,6 +19,7 @@
 
 #include "core/h5.h"
 #include "data/pipeline.h"
+#include "tests/test_util.h"
 #include "train/run_log.h"
 
 namespace pg {
@@ -26,31 +27,17 @@ namespace {
 
 namespace fs = std::filesystem;
 
-fs::path temp_dir(const std::string& tag) {
-  fs::path d = fs::temp_directory_path() / ("pg_sweep_" + tag + "_" + std::to_string(::getpid()));
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
-std::string write(const fs::path& p, const std::string& text) {
-  std::ofstream(p) << text;
-  return p.string();
-}
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-const std::string kTiny = PG_SOURCE_DIR "/configs/tiny.yaml";
+using pg::testing::slurp;
+using pg::testing::write_text;
+fs::path temp_dir(const std::string& tag) { return pg::testing::make_temp_dir("sweep_" + tag); }
+const std::string& kTiny = pg::testing::kTinyConfig;
 
 class SweepSpecTest : public ::testing::Test {
  protected:
   void SetUp() override { dir_ = temp_dir("spec"); }
   void TearDown() override { fs::remove_all(dir_); }
   std::string sweep_file(const std::string& body) {
-    return write(dir_ / "sweep.yaml", "base: " + kTiny + "\nout_dir: " + (dir_ / "runs").string() + "\n" + body);
+    return write_text(dir_ / "sweep.yaml", "base: " + kTiny + "\nout_dir: " + (dir_ / "runs").string() + "\n" + body);
   }
   // The ConfigError message of loading and expanding a sweep file ("" when it loads).
   std::string error_of(const std::string& body) {
@@ -118,7 +105,7 @@ grid:
   c.train.lr *= 1.5;
   EXPECT_NE(config_hash(c), runs[0].hash);
   // The default out_dir and the implicit variant.
-  SweepSpec plain = load_sweep(write(dir_ / "plain.yaml", "name: p\nbase: " + kTiny + "\nseeds: [3]\n"));
+  SweepSpec plain = load_sweep(write_text(dir_ / "plain.yaml", "name: p\nbase: " + kTiny + "\nseeds: [3]\n"));
   EXPECT_EQ(plain.out_dir(), "runs/p");
   std::vector<SweepRun> pr = expand_sweep(plain);
   ASSERT_EQ(pr.size(), 1u);
@@ -151,7 +138,7 @@ TEST_F(SweepSpecTest, BadSweepFilesNameTheKeyPath) {
   EXPECT_TRUE(has(bad, "memory.layout"));
   EXPECT_TRUE(has(bad, "variants.v"));
   EXPECT_TRUE(has(error_of("name: x\nseeds: [0]\ntokens: 1000\nset: {train.steps: 3}\n"), "key 'tokens'"));
-  EXPECT_THROW(load_sweep(write(dir_ / "nobase.yaml", "name: x\nbase: missing.yaml\nseeds: [0]\n")), IoError);
+  EXPECT_THROW(load_sweep(write_text(dir_ / "nobase.yaml", "name: x\nbase: missing.yaml\nseeds: [0]\n")), IoError);
   EXPECT_THROW(load_sweep((dir_ / "absent.yaml").string()), IoError);
 }
 
@@ -251,7 +238,7 @@ TEST(SweepRunner, RunsResumesReportsFailuresAndSkipsFinishedRuns) {
                              "  tokenizer.vocab_size: 1024\n  model.vocab: 1024\n  tokenizer.input_sentence_size: 4000\n"
                              "  data.val_tokens: 2048\n  train.steps: 2\n  train.eval_interval: 0\n"
                              "  train.eval_windows: 8\n  train.checkpoint_interval: 0\n";
-  SweepSpec spec = load_sweep(write(dir / "sweep.yaml", "name: smoke\nbase: " + kTiny + "\nout_dir: " +
+  SweepSpec spec = load_sweep(write_text(dir / "sweep.yaml", "name: smoke\nbase: " + kTiny + "\nout_dir: " +
                                                             (dir / "runs").string() + "\nseeds: [0, 1]\nparallel: 2\n"
                                                             "set:\n  " + common +
                                                             "variants:\n  none: {}\n  broken: {tokenizer.seed: 7}\n"));
