@@ -21,10 +21,9 @@
 #include "storage/table_file.h"
 #include "memory/layout.h"
 #include "memory/normalize.h"
-#include "train/adamw.h"
-#include "train/checkpoint.h"
 #include "train/config.h"
 #include "train/memory_injector.h"
+#include "train/trained_model.h"
 #include "train/trainer.h"
 
 namespace pg::cli {
@@ -61,30 +60,19 @@ struct Loaded {
 
 // Loads the config, opens the dataset and cuts the requested stream (tokens <= 0: the whole split).
 Loaded load_stream(const StreamArgs& a) {
-  if (a.tokens < 0) throw UserError(str("--tokens: must be >= 0, got ", a.tokens));
+  if (a.tokens < 0) throw UserError(str("--tokens: must be >= 0, got ", a.tokens));  // before any work
   setup_threads(static_cast<int>(a.threads));
   Loaded l;
   l.cfg = load_experiment(a.config, a.sets);
   l.ds = data::open_dataset(l.cfg.data, l.cfg.tokenizer, a.config);
-  const data::TokenStore* store = l.ds.heldout.get();
-  uint64_t begin = 0, end = store->n_tokens();
-  if (a.split == "test") {
-    begin = static_cast<uint64_t>(l.ds.val_tokens);
-  } else if (a.split == "validation") {
-    end = static_cast<uint64_t>(l.ds.val_tokens);
-  } else if (a.split == "train") {
-    store = l.ds.train.get();
-    end = store->n_tokens();
-  }
-  const uint64_t avail = end > begin ? end - begin : 0;
-  const uint64_t n = a.tokens > 0 ? std::min<uint64_t>(avail, static_cast<uint64_t>(a.tokens)) : avail;
-  if (n == 0) throw UserError(str("the ", a.split, " stream of ", store->path(), " is empty"));
   Timer t;
-  l.stream = stream_from_store(*store, begin, n, 8);
-  l.stream_desc = str(a.split, " stream of ", store->path(), ": tokens [", begin, ", ", begin + n, ")");
+  SplitStream s = stream_from_split(l.ds, a.split, a.tokens);
+  l.stream = std::move(s.stream);
+  l.stream_desc = std::move(s.desc);
+  const uint64_t n = static_cast<uint64_t>(l.stream.size());
   std::fprintf(stderr, "[eval] %s (%llu tokens%s), read in %.1f s\n", l.stream_desc.c_str(),
                static_cast<unsigned long long>(n),
-               a.tokens > 0 && static_cast<uint64_t>(a.tokens) > avail ? str(", all ", avail, " available").c_str() : "",
+               a.tokens > 0 && static_cast<uint64_t>(a.tokens) > s.available ? str(", all ", s.available, " available").c_str() : "",
                t.seconds());
   return l;
 }
@@ -218,17 +206,14 @@ void register_storage_commands(CLI::App& app) {
       opt.progress = true;
       opt.info = {{"revision", build::kRevision}, {"command", cmdline()}};
       if (!checkpoint.empty()) {
-        cfg = checkpoint_config(checkpoint);
-        if (!cfg.memory.enabled())
+        TrainedModel tm = load_trained_model(checkpoint, {.open_data = eval_windows > 0, .table_ready = true});
+        if (!tm.mem)
           throw UserError(str("export: ", checkpoint, " was trained without a memory table (memory.layout none)"));
-        model = std::make_unique<Transformer>(cfg.model, cfg.train.micro_batch);
-        if (cfg.memory.hash.engram_faithful || eval_windows > 0) ds = std::make_unique<data::DataSet>(data::open_dataset(cfg.data, cfg.tokenizer));
-        mem = attach_memory(cfg, *model, ds ? ds->tokenizer.get() : nullptr);
-        const int64_t total = cfg.train.total_steps();
-        const TrainConfig tc = cfg.train;
-        mem->set_lr_schedule([tc, total](int64_t s) { return wsd_lr(s - 1, total, tc.lr, tc.warmup_frac, tc.decay_frac); });
-        const TrainState st = load_checkpoint(checkpoint, *model, nullptr, [&](const h5::Group& g) { mem->load(g); });
-        mem->table().materialize();  // replayed decay up to the last step (no-op without table weight decay)
+        cfg = tm.cfg;
+        model = std::move(tm.model);
+        mem = std::move(tm.mem);
+        ds = std::move(tm.data);
+        const TrainState& st = tm.state;
         L = &mem->table().layout();
         opt.info.push_back({"source", checkpoint});
         opt.info.push_back({"step", std::to_string(st.step)});

@@ -12,7 +12,7 @@
 #include "core/timer.h"
 #include "data/pipeline.h"
 #include "data/synthetic.h"
-#include "train/checkpoint.h"
+#include "train/trained_model.h"
 #include "train/memory_injector.h"
 #include "train/overhead.h"
 #include "train/trainer.h"
@@ -77,18 +77,15 @@ void register_train_commands(CLI::App& app, int argc, char** argv) {
     c->add_option("--windows", windows, "validation windows (0 = the config's train.eval_windows)");
     c->add_option("--threads", threads, "threads (0 = all)");
     c->callback([] {
-      ExperimentConfig cfg = checkpoint_config(checkpoint);
       setup_threads(static_cast<int>(threads));
-      data::DataSet ds = data::open_dataset(cfg.data, cfg.tokenizer);
-      Transformer model(cfg.model, cfg.train.micro_batch);
-      std::unique_ptr<MemoryInjector> mem = attach_memory(cfg, model, ds.tokenizer.get());
-      SectionReader load_mem;
-      if (mem) load_mem = [&](const h5::Group& g) { mem->load(g); };
-      TrainState st = load_checkpoint(checkpoint, model, nullptr, load_mem);
+      TrainedModel tm = load_trained_model(checkpoint, {.open_data = true, .table_ready = false});
+      const ExperimentConfig& cfg = tm.cfg;
+      const data::DataSet& ds = *tm.data;
+      const TrainState& st = tm.state;
       data::ValidationWindows val = ds.validation(cfg.model.context);
       const int64_t n = windows > 0 ? windows : std::min<int64_t>(cfg.train.eval_windows, val.count());
       Timer t;
-      const double loss = evaluate(model, val, n, *ds.heldout, mem.get());
+      const double loss = evaluate(*tm.model, val, n, *ds.heldout, tm.mem.get());
       std::printf("checkpoint  %s (step %ld, %.2fM tokens)\n", checkpoint.c_str(), long(st.step), st.tokens / 1e6);
       std::printf("held-out    %.6f nats over %ld windows of %ld tokens (%.1f s)\n", loss, long(n),
                   long(cfg.model.context), t.seconds());

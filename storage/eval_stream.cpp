@@ -74,6 +74,29 @@ void stream_blocks(const MemoryLayout& layout, const EvalStream& s, int64_t i0, 
   }
 }
 
+SplitStream stream_from_split(const data::DataSet& ds, const std::string& split, int64_t tokens) {
+  if (tokens < 0) throw UserError(str("--tokens: must be >= 0, got ", tokens));
+  const data::TokenStore* store = ds.heldout.get();
+  uint64_t begin = 0, end = store->n_tokens();
+  if (split == "test") {
+    begin = static_cast<uint64_t>(ds.val_tokens);
+  } else if (split == "validation") {
+    end = static_cast<uint64_t>(ds.val_tokens);
+  } else if (split == "train") {
+    store = ds.train.get();
+    end = store->n_tokens();
+  } else if (split != "heldout") {
+    throw UserError(str("--split: unknown split '", split, "' (hint: test, validation, heldout or train)"));
+  }
+  SplitStream out;
+  out.available = end > begin ? end - begin : 0;
+  const uint64_t n = tokens > 0 ? std::min<uint64_t>(out.available, static_cast<uint64_t>(tokens)) : out.available;
+  if (n == 0) throw UserError(str("the ", split, " stream of ", store->path(), " is empty"));
+  out.stream = stream_from_store(*store, begin, n, 8);
+  out.desc = str(split, " stream of ", store->path(), ": tokens [", begin, ", ", begin + n, ")");
+  return out;
+}
+
 // ---- ProgressLine.
 
 namespace {

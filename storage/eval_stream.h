@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/text.h"  // format_count
+#include "data/pipeline.h"
 #include "data/token_store.h"
 #include "memory/layout.h"
 
@@ -27,6 +28,15 @@ EvalStream stream_from_store(const data::TokenStore& store, uint64_t begin, uint
 
 // A stream made from explicit ids and document starts (tests, synthetic streams): first = 0.
 EvalStream stream_from_ids(std::vector<uint32_t> ids, std::vector<uint64_t> doc_starts = {0});
+
+// A split of a dataset as a stream: "test" (held-out tokens after the validation ones), "validation", "heldout" or
+// "train"; at most `tokens` of it (<= 0: the whole split). UserError when it is empty.
+struct SplitStream {
+  EvalStream stream;
+  std::string desc;          // "<split> stream of <store>: tokens [begin, end)"
+  uint64_t available = 0;    // tokens the split holds
+};
+SplitStream stream_from_split(const data::DataSet& ds, const std::string& split, int64_t tokens);
 
 // Rows of stream positions [i0, i1) (stream-relative: position i is ids[first + i]): rows [i1-i0, heads].
 // OpenMP-parallel over chunks (compute_addresses); identical for any thread count.
