@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "core/rng.h"
+#include "data/synthetic.h"
 #include "data/token_store.h"
 #include "storage/eval_stream.h"
 #include "memory/layout.h"
@@ -57,6 +58,27 @@ TEST(EvalStream, CutFromStoreMatchesWholeStore) {
   }
   EXPECT_THROW(stream_from_store(store, store.n_tokens() + 1, 5), UserError);
   std::filesystem::remove(path);
+}
+
+TEST(EvalStream, SplitsOfADataSet) {
+  data::SyntheticDataSet syn(300, 16, 3);
+  const data::DataSet& ds = syn.dataset();
+  const uint64_t val = static_cast<uint64_t>(ds.val_tokens), held = ds.heldout->n_tokens();
+  const SplitStream v = stream_from_split(ds, "validation", 0);
+  EXPECT_EQ(v.available, val);
+  EXPECT_EQ(static_cast<uint64_t>(v.stream.size()), val);
+  EXPECT_EQ(v.stream.first, 0);  // nothing before the held-out store's start
+  const SplitStream t = stream_from_split(ds, "test", 100);
+  EXPECT_EQ(t.available, held - val);
+  EXPECT_EQ(t.stream.size(), 100);
+  EXPECT_GT(t.stream.first, 0);  // the ids before it complete its first n-grams
+  EXPECT_EQ(t.stream.ids[static_cast<size_t>(t.stream.first)], ds.heldout->id(val));
+  EXPECT_NE(t.desc.find("tokens [" + std::to_string(val) + ", " + std::to_string(val + 100) + ")"), std::string::npos)
+      << t.desc;
+  EXPECT_EQ(static_cast<uint64_t>(stream_from_split(ds, "heldout", 0).stream.size()), held);
+  EXPECT_EQ(static_cast<uint64_t>(stream_from_split(ds, "train", 0).stream.size()), ds.train->n_tokens());
+  EXPECT_THROW(stream_from_split(ds, "dev", 0), UserError);
+  EXPECT_THROW(stream_from_split(ds, "test", -1), UserError);
 }
 
 }  // namespace

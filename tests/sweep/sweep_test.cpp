@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -270,7 +271,32 @@ TEST(SweepRunner, RunsResumesReportsFailuresAndSkipsFinishedRuns) {
   opt.binary = binary;
   opt.cores = 2;
   opt.poll_seconds = 0.05;
-  SweepRunResult r = run_sweep(spec, opt);
+  {  // the plan (dry run) writes nothing and says what run_sweep will do
+    const SweepPlan plan = plan_sweep(spec, opt);
+    ASSERT_EQ(plan.rows.size(), 4u);
+    EXPECT_NE(plan.header.find("4 runs, 0 finished, 3 to run"), std::string::npos) << plan.header;
+    EXPECT_NE(plan.rows[3].action.find("skip (diverged"), std::string::npos) << plan.rows[3].action;
+    EXPECT_NE(plan.rows[0].sets.find(" --set train.seed=0"), std::string::npos) << plan.rows[0].sets;
+  }
+  std::vector<SweepEvent> events;
+  opt.progress_seconds = 0;  // a progress event after every poll
+  SweepRunResult r = run_sweep(spec, opt, [&](const SweepEvent& e) { events.push_back(e); });
+  // The runner reports, the caller prints: header first, summary last, one start per launch, done/failed by run.
+  ASSERT_GE(events.size(), 6u);
+  EXPECT_EQ(events.front().kind, SweepEvent::kHeader);
+  EXPECT_EQ(events.back().kind, SweepEvent::kSummary);
+  auto count = [&](SweepEvent::Kind k) {
+    return std::count_if(events.begin(), events.end(), [k](const SweepEvent& e) { return e.kind == k; });
+  };
+  EXPECT_EQ(count(SweepEvent::kStart), 3);
+  EXPECT_EQ(count(SweepEvent::kDone), 2);
+  EXPECT_EQ(count(SweepEvent::kFailed), 1);
+  EXPECT_EQ(count(SweepEvent::kSkipped), 1);  // the diverged run
+  EXPECT_GE(count(SweepEvent::kProgress), 1);
+  for (const SweepEvent& e : events)
+    if (e.kind == SweepEvent::kFailed) {
+      EXPECT_EQ(e.run, "broken-s0");
+    }
   EXPECT_EQ(r.total, 4);
   EXPECT_EQ(r.already_finished, 0);
   EXPECT_EQ(r.launched, 3);
