@@ -273,34 +273,22 @@ void write_flash_h5(const std::string& path, const FlashSweepSummary& s,
     g.set_attr("definition",
                std::string("reads_per_token = misses / tokens of an exact LRU cache of cache_bytes over the 4 KiB "
                            "blocks of the page-aligned NF4 file; a token reads the distinct blocks of its rows"));
-    std::vector<std::string> names;
-    std::vector<int64_t> slots, params, blocks, cache, cache_blocks, tokens, accesses, misses;
-    std::vector<double> target, rpt;
+    std::string joined;
+    std::vector<double> rpt;
     for (const FlashResult& r : s.results) {
-      names.push_back(r.layout);
-      slots.push_back(r.slots);
-      params.push_back(r.params);
-      blocks.push_back(r.num_blocks);
-      cache.push_back(r.cache_bytes);
-      cache_blocks.push_back(r.cache_blocks);
-      tokens.push_back(r.tokens);
-      accesses.push_back(r.accesses);
-      misses.push_back(r.misses);
-      target.push_back(r.target_params);
+      joined += (&r == &s.results.front() ? "" : ",") + r.layout;
       rpt.push_back(r.reads_per_token());
     }
-    std::string joined;
-    for (size_t i = 0; i < names.size(); ++i) joined += (i ? "," : "") + names[i];
     g.set_attr("layouts", joined);  // one label per row, comma-separated
-    g.write("slots", slots);
-    g.write("target_params", target);
-    g.write("params", params);
-    g.write("num_blocks", blocks);
-    g.write("cache_bytes", cache);
-    g.write("cache_blocks", cache_blocks);
-    g.write("tokens", tokens);
-    g.write("accesses", accesses);
-    g.write("misses", misses);
+    g.write_column("slots", s.results, &FlashResult::slots);
+    g.write_column("target_params", s.results, &FlashResult::target_params);
+    g.write_column("params", s.results, &FlashResult::params);
+    g.write_column("num_blocks", s.results, &FlashResult::num_blocks);
+    g.write_column("cache_bytes", s.results, &FlashResult::cache_bytes);
+    g.write_column("cache_blocks", s.results, &FlashResult::cache_blocks);
+    g.write_column("tokens", s.results, &FlashResult::tokens);
+    g.write_column("accesses", s.results, &FlashResult::accesses);
+    g.write_column("misses", s.results, &FlashResult::misses);
     g.write("reads_per_token", rpt);
     g.set_attr("lru_accesses", s.lru_accesses);
     g.set_attr("lru_seconds", s.lru_seconds);
