@@ -1,6 +1,7 @@
 // The `pagegram` command line: subcommands for config, data, training, evaluation and the storage tools.
 // User and I/O errors end here as one line on stderr and exit code 2; internal errors exit 3.
 #include <CLI/CLI.hpp>
+#include <csignal>
 #include <functional>
 #include <iostream>
 #include <string>
@@ -11,6 +12,8 @@
 #include "core/kernels.h"
 
 int main(int argc, char** argv) {
+  // A file size limit (ulimit -f) then fails the write with EFBIG, reported like a full disk, instead of killing us.
+  std::signal(SIGXFSZ, SIG_IGN);
   CLI::App app{"pagegram: hashed n-gram memory tables (PageGram) research framework"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::function<std::string()>([] {
@@ -30,6 +33,9 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
+  } catch (const pg::ResourceError& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 4;
   } catch (const pg::UserError& e) {
     std::cerr << "error: " << e.what() << "\n";
     return 2;

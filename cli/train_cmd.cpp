@@ -132,6 +132,11 @@ void register_train_commands(CLI::App& app, int argc, char** argv) {
       if (m.total() > 0 && s.train_seconds > 0)
         std::printf("memory %.1f%% of step time: %s\n", 100.0 * m.total() / s.train_seconds,
                     phase_shares(m, s.train_seconds).c_str());
+      if (cfg.memory.enabled() && cfg.memory.collision_stats && s.train_seconds > 0)
+        std::printf("collision statistics %.2f%% of step time (%.1f ms per step; memory.collision_stats=false "
+                    "turns them off); owner counts %.1f MiB\n",
+                    100.0 * m.collisions / s.train_seconds, 1e3 * m.collisions / static_cast<double>(steps),
+                    static_cast<double>(s.collision_owner_bytes) / (1024.0 * 1024.0));
     });
     CLI::App* pk = bench->add_subcommand("peak", "the machine's fp32 FMA peak and core/gemm's share of it (this ISA's kernels)");
     static int64_t pthreads = 0;

@@ -2,8 +2,11 @@
 #include "core/config.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <limits>
 #include <sstream>
 
@@ -219,21 +222,75 @@ YAML::Node merge(const YAML::Node& base, const YAML::Node& over) {
   return out;
 }
 
-static YAML::Node load_with_bases(const std::filesystem::path& path, int depth) {
-  if (depth > 16) throw ConfigError(str(path.string(), ": 'base' chain deeper than 16 (hint: a cycle?)"));
-  if (!std::filesystem::exists(path))
-    throw IoError(str("config file not found: ", path.string(), " (hint: presets are in configs/)"));
-  YAML::Node node;
-  try {
-    node = YAML::LoadFile(path.string());
-  } catch (const YAML::Exception& e) {
-    throw ConfigError(str(path.string(), ":", e.mark.line + 1, ":", e.mark.column + 1,
-                          ": YAML syntax error: ", e.msg));
+namespace {
+
+std::string mark_of(const YAML::Mark& m) {
+  return m.is_null() ? std::string() : str(":", m.line + 1, ":", m.column + 1);
+}
+
+// Every map key a plain scalar, no key twice in one map (yaml-cpp keeps both and the last would silently win).
+void check_keys(const YAML::Node& n, const std::string& where, const std::string& prefix) {
+  if (n.IsSequence()) {
+    for (size_t i = 0; i < n.size(); ++i) check_keys(n[i], where, str(prefix, "[", i, "]"));
+    return;
   }
-  if (node.IsNull()) return YAML::Node(YAML::NodeType::Map);
+  if (!n.IsMap()) return;
+  std::vector<std::string> seen;
+  for (auto it = n.begin(); it != n.end(); ++it) {
+    if (!it->first.IsScalar())
+      throw ConfigError(str(where, mark_of(it->first.Mark()), ": a complex (non-scalar) key",
+                            prefix.empty() ? std::string() : " under '" + prefix + "'",
+                            " (hint: keys are plain names such as model.layers)"));
+    const std::string key = it->first.Scalar();
+    const std::string path = prefix.empty() ? key : prefix + "." + key;
+    if (std::find(seen.begin(), seen.end(), key) != seen.end())
+      throw ConfigError(str(where, mark_of(it->first.Mark()), ": key '", path,
+                            "' appears twice in one map (hint: keep one; YAML would silently use the last)"));
+    seen.push_back(key);
+    check_keys(it->second, where, path);
+  }
+}
+
+// Parses YAML text that must be exactly one document.
+YAML::Node load_one(const std::string& text, const std::string& where) {
+  std::vector<YAML::Node> docs;
+  try {
+    docs = YAML::LoadAll(text);
+  } catch (const YAML::Exception& e) {
+    throw ConfigError(str(where, mark_of(e.mark), ": YAML syntax error: ", e.msg));
+  }
+  if (docs.size() > 1)
+    throw ConfigError(str(where, ": ", docs.size(), " YAML documents (---) where one is expected (hint: one config per file)"));
+  YAML::Node n = docs.empty() ? YAML::Node() : docs[0];
+  check_keys(n, where, "");
+  return n;
+}
+
+}  // namespace
+
+YAML::Node parse_text(const std::string& text, const std::string& where) { return load_one(text, where); }
+
+namespace {
+
+YAML::Node load_with_bases(const std::filesystem::path& path, int depth) {
+  if (depth > 16) throw ConfigError(str(path.string(), ": 'base' chain deeper than 16 (hint: a cycle?)"));
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec))
+    throw IoError(str("config file not found: ", path.string(), " (hint: presets are in configs/)"));
+  if (!std::filesystem::is_regular_file(path, ec))
+    throw IoError(str(path.string(), ": not a regular file (a directory?) (hint: name a .yaml file)"));
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  if (!in.good() && !in.eof()) throw IoError(str(path.string(), ": cannot read (", std::strerror(errno), ")"));
+  YAML::Node node = load_one(text.str(), path.string());
+  if (!node || node.IsNull())
+    throw ConfigError(str(path.string(), ": empty config file (hint: at least `base: <preset>` or one section; "
+                          "an empty file would silently mean all defaults)"));
   if (!node.IsMap()) throw ConfigError(str(path.string(), ": expected a map of keys at the top level"));
   if (YAML::Node b = node["base"]) {
-    if (!b.IsScalar()) throw ConfigError(str(path.string(), ": key 'base': expected a file name"));
+    if (!b.IsScalar() || b.Scalar().empty())
+      throw ConfigError(str(path.string(), mark_of(b.Mark()), ": key 'base': expected a file name"));
     std::filesystem::path bp = path.parent_path() / b.Scalar();
     YAML::Node base = load_with_bases(bp, depth + 1);
     node.remove("base");
@@ -242,24 +299,24 @@ static YAML::Node load_with_bases(const std::filesystem::path& path, int depth) 
   return node;
 }
 
+}  // namespace
+
 void apply_override(YAML::Node& root, const std::string& assignment) {
   const size_t eq = assignment.find('=');
   if (eq == std::string::npos || eq == 0)
     throw ConfigError(str("--set '", assignment, "': expected key.path=value (e.g. --set model.layers=4)"));
   const std::string path = assignment.substr(0, eq);
   const std::string value = assignment.substr(eq + 1);
-  YAML::Node parsed;
-  try {
-    parsed = YAML::Load(value);
-  } catch (const YAML::Exception& e) {
-    throw ConfigError(str("--set '", assignment, "': cannot parse the value as YAML: ", e.msg));
-  }
+  std::string shown = assignment;  // one line, whatever the value holds
+  for (size_t i = 0; (i = shown.find('\n', i)) != std::string::npos;) shown.replace(i, 1, "\\n");
+  const YAML::Node parsed = load_one(value, str("--set '", shown, "'"));
   std::vector<std::string> parts;
   std::stringstream ss(path);
   for (std::string p; std::getline(ss, p, '.');) {
     if (p.empty()) throw ConfigError(str("--set '", assignment, "': empty key in path '", path, "'"));
     parts.push_back(p);
   }
+  if (path.back() == '.') throw ConfigError(str("--set '", assignment, "': empty key in path '", path, "'"));
   // Walk by value-copies of nodes: yaml-cpp nodes are handles, so writes go into `root`.
   std::vector<YAML::Node> chain{root};
   for (size_t i = 0; i + 1 < parts.size(); ++i) {
@@ -272,7 +329,12 @@ void apply_override(YAML::Node& root, const std::string& assignment) {
     }
     chain.push_back(next);
   }
-  chain.back()[parts.back()] = parsed;
+  // A map given for a whole section merges into it (--set 'model={layers: 3}' changes only model.layers).
+  YAML::Node cur = chain.back()[parts.back()];
+  if (cur && cur.IsMap() && parsed.IsMap())
+    chain.back()[parts.back()] = merge(cur, parsed);
+  else
+    chain.back()[parts.back()] = parsed;
 }
 
 YAML::Node load_file(const std::string& path, const std::vector<std::string>& overrides) {

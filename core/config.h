@@ -187,6 +187,9 @@ T from_yaml(const YAML::Node& node, const std::string& where) {
 YAML::Node load_file(const std::string& path, const std::vector<std::string>& overrides = {});
 // Applies one `a.b=value` override to a node.
 void apply_override(YAML::Node& root, const std::string& assignment);
+// Parses YAML text that must hold exactly one document, every key a plain scalar and no key twice in a map
+// (ConfigError naming `where`, line and column otherwise).
+YAML::Node parse_text(const std::string& text, const std::string& where);
 // Deep merge: keys of `over` replace or (for maps) merge into `base`.
 YAML::Node merge(const YAML::Node& base, const YAML::Node& over);
 

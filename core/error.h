@@ -21,6 +21,12 @@ class IoError : public UserError {
  public:
   using UserError::UserError;
 };
+// A resource ran out or failed while writing (disk full, file size limit, I/O error): not the user's input.
+// The command line exits with code 4 for it (2 = bad input, 3 = bug), and the previous file stays in place.
+class ResourceError : public IoError {
+ public:
+  using IoError::IoError;
+};
 // A violated invariant: a bug in this program, not in its input.
 class InternalError : public std::logic_error {
  public:

@@ -4,8 +4,11 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
+#include <vector>
 
 namespace pg::h5 {
 namespace {
@@ -47,7 +50,12 @@ Handle::~Handle() {
 }
 
 File File::create(const std::string& path) {
-  hid_t id = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  // The file is built in memory (HDF5 core driver, no backing store) and written out by close_checked with
+  // checked POSIX writes: HDF5 itself never meets a failing disk (a failed HDF5 flush leaves the library in a
+  // state that crashes its exit handler).
+  Handle fapl(H5Pcreate(H5P_FILE_ACCESS), close_plist);
+  H5Pset_fapl_core(fapl.id(), 16 << 20, 0);
+  hid_t id = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.id());
   if (id < 0) throw IoError(str("cannot create HDF5 file ", path, " (hint: does the folder exist and is it writable?)"));
   File f;
   f.h_ = Handle(id, close_file);
@@ -71,6 +79,38 @@ Group File::root() const {
   return Group(Handle(g, close_group), path_, "/");
 }
 void File::flush() const { H5Fflush(h_.id(), H5F_SCOPE_GLOBAL); }
+
+void File::close_checked() {
+  const hid_t id = h_.release();
+  std::vector<char> image;
+  bool ok = H5Fflush(id, H5F_SCOPE_GLOBAL) >= 0;
+  if (ok) {
+    const ssize_t n = H5Fget_file_image(id, nullptr, 0);
+    ok = n > 0;
+    if (ok) {
+      image.resize(static_cast<size_t>(n));
+      ok = H5Fget_file_image(id, image.data(), image.size()) == n;
+    }
+  }
+  H5Fclose(id);
+  if (!ok) throw ResourceError(str("cannot write ", path_, ": HDF5 could not build the file image (out of memory?)"));
+  const int fd = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw ResourceError(str("cannot create ", path_, ": ", std::strerror(errno)));
+  size_t done = 0;
+  while (done < image.size()) {
+    const ssize_t w = ::write(fd, image.data() + done, image.size() - done);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      const int e = w < 0 ? errno : ENOSPC;
+      ::close(fd);
+      throw ResourceError(str("cannot write ", path_, " (", done, " of ", image.size(), " bytes written): ",
+                              std::strerror(e), " (hint: free disk space, check quotas and file size limits; "
+                              "the previous file is kept)"));
+    }
+    done += static_cast<size_t>(w);
+  }
+  if (::close(fd) != 0) throw ResourceError(str("cannot write ", path_, ": close: ", std::strerror(errno)));
+}
 
 Group Group::sub(const std::string& name) const {
   if (!has(name)) throw IoError(str(where(name), ": group missing (hint: the file is not of the expected kind or version)"));
@@ -105,8 +145,8 @@ void Group::write_raw(const std::string& name, hid_t type, const void* data, siz
   PG_CHECK(total == n, "dataset ", name, ": shape holds ", total, " values, buffer ", n);
   Handle space(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), close_space);
   Handle plist(H5Pcreate(H5P_DATASET_CREATE), close_plist);
-  if (total >= 4096 && !dims.empty()) {
-    // Chunked + checksummed (Fletcher32) so corruption is detected on read.
+  if (total >= 1 && !dims.empty()) {
+    // Chunked + checksummed (Fletcher32) so corruption of any dataset, small ones included, is detected on read.
     std::vector<hsize_t> chunk(dims);
     uint64_t csize = total;
     for (size_t i = 0; i < chunk.size() && csize > (1u << 20); ++i) {
@@ -121,9 +161,11 @@ void Group::write_raw(const std::string& name, hid_t type, const void* data, siz
   }
   Handle ds(H5Dcreate2(h_.id(), name.c_str(), type, space.id(), H5P_DEFAULT, plist.id(), H5P_DEFAULT),
             close_dataset);
-  if (ds.id() < 0) throw IoError(str(where(name), ": cannot create dataset"));
+  if (ds.id() < 0) throw ResourceError(str(where(name), ": cannot create dataset (", std::strerror(errno), ")"));
+  errno = 0;
   if (n > 0 && H5Dwrite(ds.id(), type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0)
-    throw IoError(str(where(name), ": write failed (disk full?)"));
+    throw ResourceError(str(where(name), ": write failed: ", errno ? std::strerror(errno) : "HDF5 error",
+                            " (hint: free disk space, check quotas and file size limits; the previous file is kept)"));
 }
 
 std::vector<uint64_t> Group::dataset_shape(const std::string& name) const {
@@ -153,6 +195,15 @@ void Group::check_shape(const std::string& name, const std::vector<uint64_t>& sh
 void Group::read_raw(const std::string& name, hid_t type, void* data, size_t n) const {
   Handle ds(H5Dopen2(h_.id(), name.c_str(), H5P_DEFAULT), close_dataset);
   if (ds.id() < 0) throw IoError(str(where(name), ": cannot open dataset"));
+  {  // the stored element type must be the one asked for (never a silent int -> float conversion)
+    Handle ftype(H5Dget_type(ds.id()), close_type);
+    const H5T_class_t want = H5Tget_class(type), got = H5Tget_class(ftype.id());
+    const bool same_sign = want != H5T_INTEGER || H5Tget_sign(type) == H5Tget_sign(ftype.id());
+    if (got != want || H5Tget_size(ftype.id()) != H5Tget_size(type) || !same_sign)
+      throw IoError(str(where(name), ": stored as ", got == H5T_FLOAT ? "float" : got == H5T_INTEGER ? "integer" : "other",
+                        H5Tget_size(ftype.id()) * 8, " but read as ", want == H5T_FLOAT ? "float" : "integer",
+                        H5Tget_size(type) * 8, " (hint: the file was not written by this program, or was edited)"));
+  }
   if (n > 0 && H5Dread(ds.id(), type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0)
     throw IoError(str(where(name), ": read failed (corrupt data: checksum or type mismatch)"));
 }
@@ -226,15 +277,36 @@ double Group::attr_double(const std::string& name) const {
 
 std::string temp_name(const std::string& path) { return path + ".tmp." + std::to_string(::getpid()); }
 
+void remove_quietly(const std::string& path) {
+  std::error_code ec;
+  std::filesystem::remove(path, ec);
+}
+
 void commit_atomic(const std::string& tmp, const std::string& path) {
-  int fd = ::open(tmp.c_str(), O_RDONLY);
-  if (fd >= 0) {
-    ::fsync(fd);
+  auto fail = [&](const std::string& what, int err) {
+    remove_quietly(tmp);
+    throw ResourceError(str("cannot write ", path, ": ", what, ": ", std::strerror(err),
+                            " (hint: free disk space; the previous file is kept)"));
+  };
+  const int fd = ::open(tmp.c_str(), O_RDONLY);
+  if (fd < 0) fail("cannot reopen " + tmp, errno);
+  if (::fsync(fd) != 0) {
+    const int e = errno;
     ::close(fd);
+    fail("fsync of " + tmp, e);
   }
+  ::close(fd);
   std::error_code ec;
   std::filesystem::rename(tmp, path, ec);
-  if (ec) throw IoError(str("cannot rename ", tmp, " to ", path, ": ", ec.message()));
+  if (ec) fail("rename of " + tmp, ec.value());
+  const std::filesystem::path dir = std::filesystem::path(path).has_parent_path()
+                                        ? std::filesystem::path(path).parent_path()
+                                        : std::filesystem::path(".");
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (dfd >= 0) {  // make the rename itself durable
+    ::fsync(dfd);
+    ::close(dfd);
+  }
 }
 
 }  // namespace pg::h5

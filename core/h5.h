@@ -26,6 +26,12 @@ class Handle {
   Handle& operator=(const Handle&) = delete;
   ~Handle();
   hid_t id() const { return id_; }
+  // Gives up ownership (the caller closes the id).
+  hid_t release() {
+    const hid_t id = id_;
+    id_ = -1;
+    return id;
+  }
 
  private:
   hid_t id_ = -1;
@@ -103,6 +109,9 @@ class File {
   static File open(const std::string& path);    // read-only; IoError if missing or not HDF5
   Group root() const;
   void flush() const;
+  // Flushes and closes, checking both (a write error that HDF5 only reports at close, e.g. a full disk):
+  // ResourceError naming the file and errno.
+  void close_checked();
   const std::string& path() const { return path_; }
 
  private:
@@ -111,19 +120,26 @@ class File {
 };
 
 // Writes an HDF5 file atomically: `fill` writes into a temp file next to `path`, which is then flushed,
-// closed, fsync'ed and renamed over `path`. A crash never leaves a half-written file under `path`.
+// closed (both checked), fsync'ed (file, then its directory after the rename) and renamed over `path`. A crash
+// never leaves a half-written file under `path`; on any error the temp file is removed, `path` keeps its
+// previous content and ResourceError (write failures) or the fill's own error propagates.
 template <class F>
 void write_atomic(const std::string& path, F&& fill);
+// fsyncs tmp (checked), renames it over path and fsyncs the directory; removes tmp and throws ResourceError on error.
 void commit_atomic(const std::string& tmp, const std::string& path);
 std::string temp_name(const std::string& path);
+void remove_quietly(const std::string& path);
 
 template <class F>
 void write_atomic(const std::string& path, F&& fill) {
   const std::string tmp = temp_name(path);
-  {
+  try {
     File f = File::create(tmp);
     fill(f.root());
-    f.flush();
+    f.close_checked();
+  } catch (...) {
+    remove_quietly(tmp);
+    throw;
   }
   commit_atomic(tmp, path);
 }

@@ -43,6 +43,10 @@ struct MemoryConfig {
   double eps = 1e-8;                            // row-wise RMS epsilon (added to sqrt(v_hat))
   double weight_decay = 0.0;                    // table decay lambda_T (replayed over skipped steps)
   MemoryHashConfig hash;
+  // Run-log statistics only (they read addresses, never change results; left out of the sweep's config hash
+  // and of the resume check, like train.threads).
+  bool collision_stats = true;   // per-step collision statistics in the run log's /collisions group
+  bool collision_owners = true;  // + Foreign reading (b): running lookup counts per n-gram (see README)
 
   template <class V>
   void visit(V& v) {
@@ -61,7 +65,15 @@ struct MemoryConfig {
     v("eps", eps, "row-wise RMS epsilon", cfg::Range{0.0, 1.0});
     v("weight_decay", weight_decay, "table weight decay lambda_T", cfg::Range{0.0, 10.0});
     v("hash", hash, "n-gram hashing");
+    v("collision_stats", collision_stats,
+      "log per-step collision statistics (per order and head) to the run log's /collisions group; reads the "
+      "addresses only, results unchanged");
+    v("collision_owners", collision_owners,
+      "with collision_stats: also Foreign reading (b) (row owners from running n-gram counts; memory grows "
+      "with the distinct n-grams of the run, ~17-34 bytes each)");
   }
+  // Keys that only select what the run log records (never results): excluded from config hashes.
+  static constexpr const char* kLogOnlyKeys[] = {"collision_stats", "collision_owners"};
   // Cross-field checks against the model; throws ConfigError naming the key path (under "memory.").
   void validate(const std::string& where, int64_t d_model, int64_t layers) const;
   bool enabled() const { return layout != "none"; }

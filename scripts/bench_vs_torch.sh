@@ -3,6 +3,9 @@
 # (../shared/bench/torch_reference_bench.py, "best tuning" of PERFORMANCE.md: OpenBLAS AVX-512 kernels,
 # pinned threads (one per logical CPU), jemalloc) on shapes A and B, in one run, 2 threads each, one after the other.
 # Usage: scripts/bench_vs_torch.sh [--steps N] [--shapes A,B] [--memory none,flat,engram,pagegram_s4] [--torch-env tuned|plain]
+#                                  [--isa auto|avx2,avx512]
+# --isa runs ours once per kernel set (PAGEGRAM_ISA); every row names the set and its share of the FMA peak
+# measured by `pagegram bench peak` in the same run.
 # --memory names the variant presets configs/a/<v>.yaml and configs/b/<v>.yaml (tables sized to the shape: 200M at A,
 # 10M at B); the overhead column is relative to the first variant of the list.
 # --torch-env plain runs PyTorch without the pinning/jemalloc/OpenBLAS-kernel settings (default: tuned = OpenBLAS's
@@ -17,12 +20,14 @@ steps=4
 shapes=A,B
 memories=none
 torch_env=tuned
+isas=auto
 while [ $# -gt 0 ]; do
   case "$1" in
     --steps) steps="$2"; shift 2 ;;
     --shapes) shapes="$2"; shift 2 ;;
     --memory) memories="$2"; shift 2 ;;
     --torch-env) torch_env="$2"; shift 2 ;;
+    --isa) isas="$2"; shift 2 ;;
     *) echo "bench_vs_torch: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -47,10 +52,43 @@ echo
 P=build/pagegram
 jemalloc=$(ls /usr/lib/x86_64-linux-gnu/libjemalloc.so.2 2>/dev/null || true)
 
+# PyTorch through a prelude that prints the BLAS library and the OpenBLAS kernel (core) it really runs.
+torch_run() {
+  /usr/bin/python3 - "$@" <<'PY'
+import ctypes, runpy, sys
+import torch  # loads the BLAS
+lib = None
+for line in open("/proc/self/maps"):
+    f = line.split()[-1] if len(line.split()) >= 6 else ""
+    if "openblas" in f or "libblas" in f:
+        lib = f
+        break
+core = "?"
+if lib:
+    try:
+        h = ctypes.CDLL(lib)
+        h.openblas_get_corename.restype = ctypes.c_char_p
+        h.openblas_get_config.restype = ctypes.c_char_p
+        core = h.openblas_get_corename().decode() + " (" + h.openblas_get_config().decode().strip() + ")"
+    except (OSError, AttributeError):
+        core = "not OpenBLAS"
+print(f"torch BLAS: {lib} core {core}", flush=True)
+sys.argv = sys.argv[1:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+PY
+}
+
 rss_of() { awk '/Maximum resident set size/ {printf "%.0f", $6/1024}' "$1"; }
 
-echo "| shape | memory | ours tok/s | vs ${memories%%,*} | ours GFLOP/s | ours peak RSS MiB | PyTorch tok/s | PyTorch GFLOP/s | PyTorch peak RSS MiB | ratio |"
-echo "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+IFS=, read -ra isa_list <<< "$isas"
+declare -A peak
+for isa in "${isa_list[@]}"; do
+  peak[$isa]=$(PAGEGRAM_ISA=$isa $P bench peak | sed -n 's/^fma peak \([0-9.]*\) .*/\1/p')
+  echo "$(PAGEGRAM_ISA=$isa $P bench peak | tr '\n' ' ')"
+done
+echo
+echo "| shape | memory | kernels | ours tok/s | vs ${memories%%,*} | ours GFLOP/s | share of FMA peak | ours peak RSS MiB | PyTorch tok/s | PyTorch GFLOP/s | PyTorch peak RSS MiB | ratio |"
+echo "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 IFS=, read -ra shape_list <<< "$shapes"
 IFS=, read -ra mem_list <<< "$memories"
 for shape in "${shape_list[@]}"; do
@@ -70,25 +108,30 @@ for shape in "${shape_list[@]}"; do
   else
     tenv=(env)
   fi
-  "${tenv[@]}" /usr/bin/time -v -o "$ttime" /usr/bin/python3 "$torch_bench" "${targs[@]}" --steps "$steps" --warmup 2 --threads 2 > "$tlog" 2>&1
+  "${tenv[@]}" /usr/bin/time -v -o "$ttime" bash -c "$(declare -f torch_run); torch_run \"\$@\"" _ "$torch_bench" "${targs[@]}" --steps "$steps" --warmup 2 --threads 2 > "$tlog" 2>&1
+  echo "shape $shape: $(grep '^torch BLAS' "$tlog")" >&2
   t_toks=$(sed -n 's/.* \([0-9]*\) tok\/s, implied.*/\1/p' "$tlog")
   t_gf=$(sed -n 's/.*implied \([0-9.]*\) GFLOP.*/\1/p' "$tlog")
   t_rss=$(rss_of "$ttime")
+  for isa in "${isa_list[@]}"; do
   first=""
   for mem in "${mem_list[@]}"; do
     cfg="$dir/$mem.yaml"
     [ -f "$cfg" ] || { echo "bench_vs_torch: no preset $cfg (hint: --memory takes names of configs/a, configs/b)" >&2; exit 2; }
     olog=$(mktemp); otime=$(mktemp)
-    /usr/bin/time -v -o "$otime" $P bench train --config "$cfg" --synthetic --steps "$steps" --warmup 2 \
+    PAGEGRAM_ISA=$isa /usr/bin/time -v -o "$otime" $P bench train --config "$cfg" --synthetic --steps "$steps" --warmup 2 \
       "${sets[@]}" > "$olog" 2>&1 || { cat "$olog" >&2; exit 1; }
     o_toks=$(sed -n 's/^tok\/s \([0-9]*\) .*/\1/p' "$olog")
     o_gf=$(sed -n 's/.*GFLOP\/s \([0-9.]*\) .*/\1/p' "$olog")
+    o_isa=$(sed -n 's/^kernels \([a-z0-9_]*\) .*/\1/p' "$olog")
+    share=$(awk -v a="$o_gf" -v b="${peak[$isa]}" 'BEGIN { if (b > 0) printf "%.0f%%", 100 * a / b; else print "?" }')
     o_rss=$(rss_of "$otime")
     ratio=$(awk -v a="$o_toks" -v b="$t_toks" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "?" }')
     [ -n "$first" ] || first="$o_toks"
     rel=$(awk -v a="$o_toks" -v b="$first" 'BEGIN { printf "%+.1f%%", 100 * (a / b - 1) }')
-    echo "| $shape | $mem | $o_toks | $rel | $o_gf | $o_rss | $t_toks | $t_gf | $t_rss | $ratio |"
+    echo "| $shape | $mem | $o_isa | $o_toks | $rel | $o_gf | $share | $o_rss | $t_toks | $t_gf | $t_rss | $ratio |"
     rm -f "$olog" "$otime"
+  done
   done
   rm -f "$tlog" "$ttime"
 done

@@ -41,6 +41,58 @@ std::string json_array(const std::vector<T>& v) {
 }
 }  // namespace
 
+// The run's /collisions group in a few numbers per order: means over logged steps and heads of each per-head
+// statistic, the per-order means of page_mates and distinct, and the last logged step's foreign shares.
+// null when the log has no collision statistics.
+std::string collision_summary_json(const h5::Group& r) {
+  if (!r.has("collisions")) return "null";
+  const h5::Group c = r.sub("collisions");
+  const auto orders = c.read<int64_t>("orders");
+  const size_t no = orders.size();
+  std::vector<uint64_t> shape;
+  const auto touched = c.read<double>("lookups_per_row", &shape);
+  if (no == 0 || shape.size() != 3 || shape[1] != no) return "null";
+  const size_t R = shape[0], K = shape[2];
+  std::ostringstream j;
+  j << "{\"orders\": " << json_array(orders) << ", \"steps_logged\": " << R << ", \"heads\": " << K;
+  for (const char* name : {"lookups_per_row", "foreign_step", "foreign_owner", "co_heads"}) {
+    const auto v = c.read<double>(name);
+    std::vector<double> mean(no, 0.0), last(no, 0.0);
+    for (size_t o = 0; o < no; ++o) {
+      double sum = 0;
+      int64_t n = 0;
+      for (size_t row = 0; row < R; ++row)
+        for (size_t k = 0; k < K; ++k) {
+          const double x = v[(row * no + o) * K + k];
+          if (std::isfinite(x)) sum += x, ++n;
+          if (row + 1 == R) last[o] += x / static_cast<double>(K);
+        }
+      mean[o] = n ? sum / static_cast<double>(n) : NAN;
+    }
+    j << ", \"" << name << "_mean\": " << json_array(mean);
+    if (std::string(name).rfind("foreign", 0) == 0) j << ", \"" << name << "_last\": " << json_array(last);
+  }
+  for (const char* name : {"page_mates", "distinct"}) {
+    std::vector<double> v;
+    if (std::string(name) == "distinct") {
+      const auto d = c.read<int64_t>(name);
+      v.assign(d.begin(), d.end());
+    } else {
+      v = c.read<double>(name);
+    }
+    std::vector<double> mean(no, 0.0);
+    for (size_t o = 0; o < no; ++o) {
+      double sum = 0;
+      int64_t n = 0;
+      for (size_t row = 0; row < R; ++row)
+        if (std::isfinite(v[row * no + o])) sum += v[row * no + o], ++n;
+      mean[o] = n ? sum / static_cast<double>(n) : NAN;
+    }
+    j << ", \"" << name << "_mean\": " << json_array(mean);
+  }
+  return j.str() + "}";
+}
+
 std::string run_record_json(const SweepSpec& spec, const SweepRun& run) {
   const std::string log = run.dir + "/log.h5";
   if (!fs::exists(log)) throw IoError(str(log, ": missing (hint: the run has not started here)"));
@@ -100,6 +152,7 @@ std::string run_record_json(const SweepSpec& spec, const SweepRun& run) {
     }
   }
   j << "},\n";
+  j << "  \"collisions\": " << collision_summary_json(r) << ",\n";
   j << "  \"config\": " << json_escape(attr("config")) << "\n}\n";
   return j.str();
 }

@@ -252,7 +252,13 @@ std::string config_hash(const ExperimentConfig& cfg) {
   ExperimentConfig c = cfg;
   c.train.out_dir = "";
   c.train.threads = 0;
-  return data::hex64(data::xxh64(cfg::dump(c))).substr(0, 8);
+  // Keys that only choose what the run log records are left out entirely, so adding one keeps every
+  // existing run directory's hash.
+  YAML::Node n = cfg::to_yaml(c);
+  for (const char* k : MemoryConfig::kLogOnlyKeys) n["memory"].remove(k);
+  YAML::Emitter e;
+  e << n;
+  return data::hex64(data::xxh64(std::string(e.c_str()))).substr(0, 8);
 }
 
 std::vector<SweepRun> expand_sweep(const SweepSpec& spec) {

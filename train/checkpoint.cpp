@@ -1,7 +1,9 @@
 // Implementation of train/checkpoint.h.
 #include "train/checkpoint.h"
 
+#include <cmath>
 #include <filesystem>
+#include <span>
 
 #include "core/build_info.h"
 #include "core/kernels.h"
@@ -17,6 +19,14 @@ void check_format(const h5::Group& r, const std::string& path) {
   const int64_t v = r.attr_int("format_version");
   if (v != kCheckpointVersion)
     throw IoError(str(path, ": checkpoint format version ", v, ", this build reads ", kCheckpointVersion));
+}
+
+// Refuses NaN/Inf anywhere in a tensor read from a checkpoint (a run resumed from it would carry them on).
+void check_finite(std::span<const float> v, const std::string& path, const std::string& name) {
+  for (size_t i = 0; i < v.size(); ++i)
+    if (!std::isfinite(v[i]))
+      throw IoError(str(path, ":/", name, "[", i, "]: non-finite value ", v[i],
+                        " (hint: the checkpoint is corrupt or was saved from a diverged run; resume from an earlier one)"));
 }
 
 }  // namespace
@@ -67,8 +77,11 @@ TrainState load_checkpoint(const std::string& path, Transformer& model, AdamW* o
   check_format(r, path);
   h5::Group params = r.sub("params");
   std::span<float> all = model.params();
-  for (const ParamInfo& pi : model.param_infos())
-    params.read_into<float>(pi.name, std::span<float>(all.data() + pi.offset, pi.size), shape_of(pi));
+  for (const ParamInfo& pi : model.param_infos()) {
+    const std::span<float> dst(all.data() + pi.offset, pi.size);
+    params.read_into<float>(pi.name, dst, shape_of(pi));
+    check_finite(dst, path, "params/" + pi.name);
+  }
   if (opt) {
     h5::Group adam = r.sub("adam");
     h5::Group gm = adam.sub("m"), gv = adam.sub("v");
@@ -76,14 +89,32 @@ TrainState load_checkpoint(const std::string& path, Transformer& model, AdamW* o
       const auto& v = opt->views()[i];
       gm.read_into<float>(v.name, opt->m(i), {v.n});
       gv.read_into<float>(v.name, opt->v(i), {v.n});
+      check_finite(opt->m(i), path, "adam/m/" + v.name);
+      check_finite(opt->v(i), path, "adam/v/" + v.name);
+      for (size_t j = 0; j < opt->v(i).size(); ++j)
+        if (opt->v(i)[j] < 0.0f)
+          throw IoError(str(path, ":/adam/v/", v.name, "[", j, "]: negative second moment ", opt->v(i)[j],
+                            " (hint: the checkpoint is corrupt)"));
     }
   }
   if (memory) memory(r.sub("memory"));
   TrainState st;
   st.step = r.attr_int("step");
   st.tokens = r.attr_int("tokens");
-  st.sampler_counter = static_cast<uint64_t>(r.attr_int("sampler_counter"));
+  const int64_t counter = r.attr_int("sampler_counter");
   st.elapsed_s = r.attr_double("elapsed_s");
+  // Attributes in range for the checkpoint's own config (the one it was trained with).
+  const ExperimentConfig cfg = parse_experiment(r.attr_string("config"), path + ":/config");
+  const int64_t total = cfg.train.total_steps();
+  auto bad = [&](const char* attr, const std::string& v, const std::string& want) {
+    return IoError(str(path, ": attribute '", attr, "' = ", v, ", expected ", want, " (hint: the checkpoint is corrupt or edited)"));
+  };
+  if (st.step < 0 || st.step > total) throw bad("step", std::to_string(st.step), str("0..", total, " (train.steps of its config)"));
+  if (st.tokens != st.step * cfg.train.tokens_per_step)
+    throw bad("tokens", std::to_string(st.tokens), str("step x train.tokens_per_step = ", st.step * cfg.train.tokens_per_step));
+  if (counter < 0) throw bad("sampler_counter", std::to_string(counter), ">= 0");
+  if (!std::isfinite(st.elapsed_s) || st.elapsed_s < 0) throw bad("elapsed_s", str(st.elapsed_s), "a finite time >= 0");
+  st.sampler_counter = static_cast<uint64_t>(counter);
   return st;
 }
 

@@ -18,6 +18,8 @@ void TrainConfig::validate(const std::string& where, int64_t context) const {
     throw ConfigError(str(where, ": key 'train.tokens_per_step': ", tokens_per_step,
                           " is not a multiple of train.micro_batch * model.context = ", per_micro,
                           " (hint: e.g. ", std::max<int64_t>(1, tokens_per_step / per_micro) * per_micro, ")"));
+  if (out_dir.empty())
+    throw ConfigError(str(where, ": key 'train.out_dir' is empty (hint: a run directory such as runs/my_run)"));
   if (warmup_frac + decay_frac > 1.0)
     throw ConfigError(str(where, ": keys 'train.warmup_frac' + 'train.decay_frac' exceed 1 (hint: WSD needs ",
                           "warm-up + decay <= all steps)"));
@@ -40,12 +42,7 @@ ExperimentConfig load_experiment(const std::string& path, const std::vector<std:
 }
 
 ExperimentConfig parse_experiment(const std::string& yaml_text, const std::string& where) {
-  YAML::Node node;
-  try {
-    node = YAML::Load(yaml_text);
-  } catch (const YAML::Exception& e) {
-    throw ConfigError(str(where, ": stored config is not valid YAML: ", e.msg));
-  }
+  const YAML::Node node = cfg::parse_text(yaml_text, where);
   ExperimentConfig c = cfg::from_yaml<ExperimentConfig>(node, where);
   c.validate(where);
   return c;

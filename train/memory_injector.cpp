@@ -46,6 +46,8 @@ MemoryInjector::MemoryInjector(const MemoryConfig& cfg, int64_t d_model, int64_t
   for (size_t i = 0; i < norm_k_.n; ++i) params_[norm_k_.off + i] = 1.0f;
   h_save_.resize(static_cast<size_t>(L));
   alpha_.resize(static_cast<size_t>(L));
+  if (cfg.collision_stats)
+    collisions_ = std::make_unique<StepCollisionCounter>(table_->layout(), cfg.collision_owners);
 }
 
 int64_t MemoryInjector::layer_slot(int64_t layer) const {
@@ -96,6 +98,38 @@ void MemoryInjector::prepare(std::span<const uint32_t> tokens, std::span<const u
 void MemoryInjector::prepare(std::span<const int32_t> tokens, std::span<const uint64_t> doc_offsets,
                              std::span<const int64_t> window_starts, int64_t T) {
   prepare_impl(tokens, doc_offsets, window_starts, T);
+}
+
+template <class Tok>
+void MemoryInjector::observe_impl(std::span<const Tok> tokens, std::span<const uint64_t> doc_offsets,
+                                  std::span<const int64_t> window_starts, int64_t T) {
+  if (!collisions_) return;
+  const Timer t;
+  PG_CHECK(addr_.n == static_cast<int64_t>(window_starts.size()) * T,
+           "observe_collisions() does not match the last prepare()");
+  compute_window_ngram_keys(table_->layout(), tokens, doc_offsets, window_starts, T, keys_);
+  collisions_->add(addr_.rows.data(), keys_.data(), addr_.n);
+  times_.collisions += t.seconds();
+}
+void MemoryInjector::observe_collisions(std::span<const uint16_t> tokens, std::span<const uint64_t> doc_offsets,
+                                        std::span<const int64_t> window_starts, int64_t T) {
+  observe_impl(tokens, doc_offsets, window_starts, T);
+}
+void MemoryInjector::observe_collisions(std::span<const uint32_t> tokens, std::span<const uint64_t> doc_offsets,
+                                        std::span<const int64_t> window_starts, int64_t T) {
+  observe_impl(tokens, doc_offsets, window_starts, T);
+}
+void MemoryInjector::observe_collisions(std::span<const int32_t> tokens, std::span<const uint64_t> doc_offsets,
+                                        std::span<const int64_t> window_starts, int64_t T) {
+  observe_impl(tokens, doc_offsets, window_starts, T);
+}
+
+StepCollisionStats MemoryInjector::finish_collisions(bool report) {
+  if (!collisions_) return {};
+  const Timer t;
+  StepCollisionStats s = collisions_->finish(report);
+  times_.collisions += t.seconds();
+  return s;
 }
 
 void MemoryInjector::inject_forward(int64_t layer, float* x, int64_t N) {

@@ -19,6 +19,7 @@
 #include "memory/config.h"
 #include "memory/normalize.h"
 #include "memory/readout.h"
+#include "memory/step_collisions.h"
 #include "memory/table.h"
 #include "train/adamw.h"
 
@@ -56,6 +57,7 @@ struct MemoryPhaseTimes {
   double project_back = 0;  // du = W_Vᵀ de and dW_V (and W_K)
   double table_grad = 0;    // sparse row gradient accumulation
   double table_update = 0;  // row-wise optimizer step
+  double collisions = 0;    // collision statistics for the run log (not the memory's own work: not in total())
   double total() const { return address + gather + project + inject + project_back + table_grad + table_update; }
 };
 
@@ -74,6 +76,19 @@ class MemoryInjector : public ResidualInjector {
                std::span<const int64_t> window_starts, int64_t T);
   void prepare(std::span<const int32_t> tokens, std::span<const uint64_t> doc_offsets,
                std::span<const int64_t> window_starts, int64_t T);
+
+  // ---- Collision statistics of training steps (memory.collision_stats; memory/step_collisions.h). After a
+  // training micro-batch's prepare(), observe_collisions() with the same arguments records its lookups
+  // (evaluation batches are not observed); finish_collisions() ends the step. Results are unchanged: only the
+  // addresses are read. Without memory.collision_stats both do nothing and finish returns empty statistics.
+  void observe_collisions(std::span<const uint16_t> tokens, std::span<const uint64_t> doc_offsets,
+                          std::span<const int64_t> window_starts, int64_t T);
+  void observe_collisions(std::span<const uint32_t> tokens, std::span<const uint64_t> doc_offsets,
+                          std::span<const int64_t> window_starts, int64_t T);
+  void observe_collisions(std::span<const int32_t> tokens, std::span<const uint64_t> doc_offsets,
+                          std::span<const int64_t> window_starts, int64_t T);
+  StepCollisionStats finish_collisions(bool report);
+  const StepCollisionCounter* collision_counter() const { return collisions_.get(); }
 
   bool injects(int64_t layer) const override { return layer_slot(layer) >= 0; }
   void inject_forward(int64_t layer, float* x, int64_t N) override;
@@ -105,6 +120,9 @@ class MemoryInjector : public ResidualInjector {
   template <class Tok>
   void prepare_impl(std::span<const Tok> tokens, std::span<const uint64_t> doc_offsets,
                     std::span<const int64_t> window_starts, int64_t T);
+  template <class Tok>
+  void observe_impl(std::span<const Tok> tokens, std::span<const uint64_t> doc_offsets,
+                    std::span<const int64_t> window_starts, int64_t T);
   int64_t layer_slot(int64_t layer) const;
   void finish_backward();
   bool projected() const { return !table_->layout().sums_heads(); }
@@ -130,6 +148,8 @@ class MemoryInjector : public ResidualInjector {
   std::vector<std::vector<float>> h_save_, alpha_;
   int64_t backward_done_ = 0;
   MemoryPhaseTimes times_;
+  std::unique_ptr<StepCollisionCounter> collisions_;  // null without memory.collision_stats
+  std::vector<uint64_t> keys_;
 };
 
 }  // namespace pg

@@ -5,6 +5,7 @@
 
 #include <ctime>
 #include <filesystem>
+#include <type_traits>
 
 #include "core/build_info.h"
 #include "core/kernels.h"
@@ -76,7 +77,51 @@ RunLog::RunLog(std::string path, RunMeta meta, int64_t resume_step)
       scalars_[key] = std::move(ser);
     }
   }
+  if (r.has("collisions")) {
+    h5::Group c = r.sub("collisions");
+    std::vector<uint64_t> shape;
+    const std::vector<int64_t> step = c.read<int64_t>("step");
+    coll_orders_ = c.read<int64_t>("orders");
+    coll_owners_ = c.attr_int("owners") != 0;
+    const std::vector<int64_t> touched = c.read<int64_t>("touched_rows", &shape);
+    if (shape.size() != 3 || shape[0] != step.size() || shape[1] != coll_orders_.size())
+      throw IoError(str(path_, ":/collisions/touched_rows: shape does not match step and orders"));
+    const size_t R = step.size(), no = shape[1], K = shape[2], OK = no * K;
+    const auto lookups = c.read<int64_t>("lookups"), distinct = c.read<int64_t>("distinct"),
+               pairs = c.read<int64_t>("shared_pairs");
+    const auto page_mates = c.read<double>("page_mates"), lpr = c.read<double>("lookups_per_row"),
+               fs = c.read<double>("foreign_step"), fo = c.read<double>("foreign_owner"), co = c.read<double>("co_heads");
+    for (const size_t n : {lookups.size(), distinct.size(), page_mates.size()})
+      if (n != R * no) throw IoError(str(path_, ":/collisions: per-order datasets do not match step and orders"));
+    for (const size_t n : {pairs.size(), lpr.size(), fs.size(), fo.size(), co.size()})
+      if (n != R * OK) throw IoError(str(path_, ":/collisions: per-head datasets do not match touched_rows"));
+    for (size_t i = 0; i < R && step[i] <= resume_step; ++i) {
+      StepCollisionStats st;
+      st.n_orders = static_cast<int64_t>(no);
+      st.heads_per_order = static_cast<int64_t>(K);
+      auto slice = [](const auto& v, size_t a, size_t n) { return std::vector(v.begin() + a, v.begin() + a + n); };
+      st.lookups = slice(lookups, i * no, no), st.distinct = slice(distinct, i * no, no);
+      st.page_mates = slice(page_mates, i * no, no);
+      st.touched_rows = slice(touched, i * OK, OK), st.shared_pairs = slice(pairs, i * OK, OK);
+      st.lookups_per_row = slice(lpr, i * OK, OK), st.foreign_step = slice(fs, i * OK, OK);
+      st.foreign_owner = slice(fo, i * OK, OK), st.co_heads = slice(co, i * OK, OK);
+      coll_step_.push_back(step[i]);
+      coll_.push_back(std::move(st));
+    }
+  }
   if (r.has_attr("started")) started_ = r.attr_string("started");
+}
+
+void RunLog::collisions(int64_t step, const StepCollisionStats& s, const std::vector<int64_t>& orders, bool owners) {
+  PG_CHECK(static_cast<int64_t>(orders.size()) == s.n_orders, "collision statistics of ", s.n_orders,
+           " orders for ", orders.size(), " orders");
+  if (!coll_.empty())
+    PG_CHECK(orders == coll_orders_ && s.heads_per_order == coll_.front().heads_per_order,
+             "collision statistics with another geometry than the log's earlier rows");
+  coll_orders_ = orders;
+  coll_owners_ = owners;
+  coll_step_.push_back(step);
+  coll_.push_back(s);
 }
 
 void RunLog::train_row(int64_t step, int64_t tokens, double loss, double lr, double grad_norm,
@@ -140,6 +185,33 @@ void RunLog::flush() {
       h5::Group g = s.create(key);
       g.write("step", ser.step);
       g.write("value", ser.value);
+    }
+    if (!coll_.empty()) {
+      const uint64_t R = coll_.size(), no = coll_orders_.size(), K = static_cast<uint64_t>(coll_.front().heads_per_order);
+      h5::Group c = r.create("collisions");
+      c.set_attr("owners", int64_t{coll_owners_ ? 1 : 0});
+      c.set_attr("heads_per_order", static_cast<int64_t>(K));
+      c.write("step", coll_step_);
+      c.write("orders", coll_orders_);
+      auto put = [&](const char* name, auto field, bool per_head) {
+        const uint64_t per_row = per_head ? no * K : no;
+        using T = typename std::remove_reference_t<decltype(coll_.front().*field)>::value_type;
+        std::vector<T> v;
+        v.reserve(R * per_row);
+        for (const StepCollisionStats& st : coll_) v.insert(v.end(), (st.*field).begin(), (st.*field).end());
+        PG_CHECK(v.size() == R * per_row, "collision statistics: ", name, " has ", v.size(), " values");
+        if (per_head) c.write(name, std::span<const T>(v), {R, no, K});
+        else c.write(name, std::span<const T>(v), {R, no});
+      };
+      put("lookups", &StepCollisionStats::lookups, false);
+      put("distinct", &StepCollisionStats::distinct, false);
+      put("page_mates", &StepCollisionStats::page_mates, false);
+      put("touched_rows", &StepCollisionStats::touched_rows, true);
+      put("lookups_per_row", &StepCollisionStats::lookups_per_row, true);
+      put("foreign_step", &StepCollisionStats::foreign_step, true);
+      put("foreign_owner", &StepCollisionStats::foreign_owner, true);
+      put("shared_pairs", &StepCollisionStats::shared_pairs, true);
+      put("co_heads", &StepCollisionStats::co_heads, true);
     }
     h5::Group sum = r.create("summary");
     for (const auto& [k, v] : summary_) sum.set_attr(k, v);

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "memory/step_collisions.h"
+
 namespace pg {
 
 struct RunMeta {
@@ -27,6 +29,10 @@ class RunLog {
   void eval_row(int64_t step, int64_t tokens, double loss);
   // A named scalar series (e.g. "gate/0", "memory/touched_rows").
   void scalar(const std::string& name, int64_t step, double value);
+  // One step's collision statistics (the /collisions group; every row must have the same orders and heads).
+  // orders: the n-gram order of each order index; owners: whether Foreign reading (b) is tracked.
+  void collisions(int64_t step, const StepCollisionStats& s, const std::vector<int64_t>& orders, bool owners);
+  int64_t collision_rows() const { return static_cast<int64_t>(coll_step_.size()); }
   void set_status(const std::string& status) { status_ = status; }
   void set_summary(const std::string& key, double value) { summary_[key] = value; }
   void flush();  // atomic rewrite of the whole file
@@ -48,6 +54,9 @@ class RunLog {
   };
   std::map<std::string, Series> scalars_;
   std::map<std::string, double> summary_;
+  std::vector<int64_t> coll_step_, coll_orders_;
+  std::vector<StepCollisionStats> coll_;
+  bool coll_owners_ = false;
   std::string path_, status_ = "running", started_;
   RunMeta meta_;
 };

@@ -33,6 +33,11 @@ void prepare_memory(MemoryInjector& mem, const data::TokenStore& store, const st
                     int64_t T) {
   store.with_ids([&](auto ids) { mem.prepare(ids, store.doc_offsets(), starts, T); });
 }
+// Records the lookups of the last prepare_memory() for the step's collision statistics (training batches only).
+void observe_collisions(MemoryInjector& mem, const data::TokenStore& store, const std::vector<int64_t>& starts,
+                        int64_t T) {
+  store.with_ids([&](auto ids) { mem.observe_collisions(ids, store.doc_offsets(), starts, T); });
+}
 }  // namespace
 
 std::unique_ptr<MemoryInjector> attach_memory(const ExperimentConfig& cfg, Transformer& model,
@@ -156,6 +161,8 @@ TrainSummary train(const ExperimentConfig& cfg, const data::DataSet& ds, const T
     ExperimentConfig saved = checkpoint_config(ckpt), mine = cfg;
     saved.train.threads = mine.train.threads = 0;
     saved.train.out_dir = mine.train.out_dir = "";
+    saved.memory.collision_stats = mine.memory.collision_stats;  // run-log statistics only
+    saved.memory.collision_owners = mine.memory.collision_owners;
     if (!cfg::equal(saved, mine))
       throw ConfigError(str(ckpt, ": the checkpoint was written with a different config (hint: resume with the ",
                             "same config, or use a new train.out_dir)"));
@@ -202,6 +209,11 @@ TrainSummary train(const ExperimentConfig& cfg, const data::DataSet& ds, const T
     const double lr = wsd_lr(st.step, total_steps, tc.lr, tc.warmup_frac, tc.decay_frac);
     model.zero_grads();
     if (mem) mem->zero_dense_grads();
+    // Collision statistics: reported on the steps that reach the log file; every step is observed when the
+    // owners' running counts are tracked (they count every lookup of the run).
+    const bool log_step = (st.step + 1) % tc.log_interval == 0 || st.step + 1 == total_steps ||
+                          (opt.stop_after >= 0 && steps_this_call + 1 == opt.stop_after);
+    const bool observe = mem && cfg.memory.collision_stats && (log_step || cfg.memory.collision_owners);
     double loss = 0.0;
     for (int64_t a = 0; a < accum; ++a) {
       for (int64_t b = 0; b < B; ++b) {
@@ -209,6 +221,7 @@ TrainSummary train(const ExperimentConfig& cfg, const data::DataSet& ds, const T
         ds.train->copy(static_cast<uint64_t>(starts[b]), static_cast<uint64_t>(T + 1), windows.data() + b * (T + 1));
       }
       if (mem) prepare_memory(*mem, *ds.train, starts, T);
+      if (observe) observe_collisions(*mem, *ds.train, starts, T);
       loss += model.forward_backward(windows.data(), B, 1.0f / static_cast<float>(accum));
     }
     loss /= static_cast<double>(accum);
@@ -229,6 +242,10 @@ TrainSummary train(const ExperimentConfig& cfg, const data::DataSet& ds, const T
       for (size_t j = 0; j < ms.mean_alpha.size(); ++j)
         log.scalar(str("memory/mean_alpha", j), st.step + 1, ms.mean_alpha[j]);
       log.scalar("memory/touched_rows", st.step + 1, static_cast<double>(ms.touched_rows));
+      if (observe) {
+        const StepCollisionStats cs = mem->finish_collisions(log_step);
+        if (log_step) log.collisions(st.step + 1, cs, cfg.memory.orders, cfg.memory.collision_owners);
+      }
     }
     st.step += 1;
     st.tokens += tc.tokens_per_step;
@@ -263,6 +280,7 @@ TrainSummary train(const ExperimentConfig& cfg, const data::DataSet& ds, const T
   sum.peak_rss_kb = peak_rss_kb();
   sum.train_seconds = train_seconds;
   if (mem) sum.memory_times = mem->phase_times();
+  if (mem && mem->collision_counter()) sum.collision_owner_bytes = mem->collision_counter()->owner_bytes();
   if (opt.write_files) {
     log.set_summary("train_tok_per_s", sum.train_tok_per_s);
     log.set_summary("peak_rss_kb", static_cast<double>(sum.peak_rss_kb));
@@ -271,7 +289,10 @@ TrainSummary train(const ExperimentConfig& cfg, const data::DataSet& ds, const T
       log.set_summary("memory_work_fraction", m.total() / train_seconds);
       log.set_summary("memory_projection_fraction", (m.project + m.project_back) / train_seconds);
       log.set_summary("memory_table_fraction", (m.address + m.gather + m.table_grad + m.table_update) / train_seconds);
+      if (cfg.memory.collision_stats) log.set_summary("collision_stats_fraction", m.collisions / train_seconds);
     }
+    if (sum.collision_owner_bytes > 0)
+      log.set_summary("collision_owner_bytes", static_cast<double>(sum.collision_owner_bytes));
     if (!log.eval_loss().empty()) log.set_summary("final_eval_loss", log.eval_loss().back());
     log.flush();
   }

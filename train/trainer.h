@@ -30,6 +30,7 @@ struct TrainSummary {
   MemoryPhaseTimes memory_times;              // the memory's share of train_seconds, by phase (no memory: zeros)
   double final_train_loss = 0.0;
   int64_t peak_rss_kb = 0;
+  int64_t collision_owner_bytes = 0;  // memory held for Foreign reading (b) (memory.collision_owners)
   std::string out_dir;
 };
 

@@ -337,6 +337,7 @@ TEST(SweepRunner, RunsResumesReportsFailuresAndSkipsFinishedRuns) {
     std::snprintf(want, sizeof want, "\"heldout_loss\": %.17g", run_status(runs[2]).final_loss);
     EXPECT_NE(rec.find(want), std::string::npos) << want << " in " << rec;
     EXPECT_LT(rec.size(), 20000u);
+    EXPECT_NE(rec.find("\"collisions\": null"), std::string::npos) << "the smoke runs have no table: " << rec;
     EXPECT_NE(slurp(record_path(spec, runs[3])).find("\"status\": \"diverged\""), std::string::npos);
   }
   const std::string table = sweep_status_table(spec, runs);

@@ -1,0 +1,130 @@
+// Issue 15 regression tests for core: config files and --set values that used to crash or be silently
+// accepted, and HDF5 writes that fail (file size limit = a full disk) without losing the previous file.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "core/config.h"
+#include "core/error.h"
+#include "core/h5.h"
+
+namespace pg {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct TempDir {
+  fs::path p = fs::temp_directory_path() / ("pg_robust_" + std::to_string(::getpid()) + "_" + std::to_string(rand()));
+  TempDir() { fs::create_directories(p); }
+  ~TempDir() { fs::remove_all(p); }
+  std::string write(const std::string& name, const std::string& text) const {
+    std::ofstream(p / name) << text;
+    return (p / name).string();
+  }
+};
+
+std::string config_error(const std::string& path, const std::vector<std::string>& sets = {}) {
+  try {
+    cfg::load_file(path, sets);
+  } catch (const UserError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(CoreRobustness, BadConfigFilesAreOneLineErrorsNotCrashes) {
+  TempDir d;
+  const std::string ok = d.write("ok.yaml", "model:\n  layers: 2\n");
+  EXPECT_NE(config_error(d.write("dir.yaml", "base: " + d.p.string() + "\n")).find("not a regular file"), std::string::npos);
+  EXPECT_NE(config_error(d.write("cx.yaml", "? [a, b]\n: 3\n")).find("cx.yaml:1:3: a complex (non-scalar) key"),
+            std::string::npos)
+      << config_error(d.p / "cx.yaml");
+  EXPECT_NE(config_error(d.write("dup.yaml", "model:\n  layers: 2\n  layers: 3\n")).find("key 'model.layers' appears twice"),
+            std::string::npos);
+  EXPECT_NE(config_error(d.write("empty.yaml", "")).find("empty config file"), std::string::npos);
+  EXPECT_NE(config_error(d.write("two.yaml", "a: 1\n---\nb: 2\n")).find("2 YAML documents"), std::string::npos);
+  EXPECT_NE(config_error(ok, {"model={[1]: 3}"}).find("complex (non-scalar) key"), std::string::npos);
+  const std::string multi = config_error(ok, {"model.layers=3\n---\n4"});
+  EXPECT_NE(multi.find("2 YAML documents"), std::string::npos) << multi;
+  EXPECT_EQ(multi.find('\n'), std::string::npos) << "one line: " << multi;
+}
+
+TEST(CoreRobustness, SetOfAWholeSectionMergesIntoIt) {
+  TempDir d;
+  const std::string ok = d.write("ok.yaml", "model:\n  layers: 2\n  d_model: 64\n");
+  YAML::Node n = cfg::load_file(ok, {"model={layers: 3}"});
+  EXPECT_EQ(n["model"]["layers"].as<int>(), 3);
+  EXPECT_EQ(n["model"]["d_model"].as<int>(), 64);  // kept, not replaced by the section
+}
+
+// Runs f in a child process limited to `limit` bytes per file (writes past it fail with EFBIG, as on a full
+// disk); returns the child's exit code.
+template <class F>
+int with_file_size_limit(rlim_t limit, F&& f) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::signal(SIGXFSZ, SIG_IGN);
+    rlimit rl{limit, limit};
+    ::setrlimit(RLIMIT_FSIZE, &rl);
+    ::_exit(f());
+  }
+  int st = 0;
+  ::waitpid(pid, &st, 0);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+TEST(CoreRobustness, AFailedHdf5WriteKeepsThePreviousFileAndLeavesNoTemporary) {
+  TempDir d;
+  const std::string path = (d.p / "data.h5").string();
+  const std::vector<float> small(100, 1.5f), big(1 << 20, 2.5f);
+  h5::write_atomic(path, [&](const h5::Group& r) { r.write<float>("x", small); });
+  const auto before = fs::file_size(path);
+  const int code = with_file_size_limit(256 * 1024, [&] {
+    try {
+      h5::write_atomic(path, [&](const h5::Group& r) { r.write<float>("x", big); });
+    } catch (const ResourceError& e) {
+      return std::string(e.what()).find(path) != std::string::npos ? 10 : 11;
+    } catch (const std::exception&) {
+      return 12;
+    }
+    return 13;  // no error: the limit did not bite
+  });
+  EXPECT_EQ(code, 10) << "10 = ResourceError naming the file; 11 = without the path; 12 = other error; 13 = none";
+  EXPECT_EQ(fs::file_size(path), before);
+  EXPECT_EQ(h5::File::open(path).root().read<float>("x"), small);
+  for (const auto& e : fs::directory_iterator(d.p))
+    EXPECT_EQ(e.path().filename().string().find(".tmp."), std::string::npos) << e.path();
+}
+
+TEST(CoreRobustness, EveryDatasetIsChecksummedAndTypesAreNotConverted) {
+  TempDir d;
+  const std::string path = (d.p / "t.h5").string();
+  h5::write_atomic(path, [&](const h5::Group& r) {
+    r.write<float>("small", std::vector<float>{1, 2, 3, 4});
+    r.write<int32_t>("ints", std::vector<int32_t>{1, 2, 3});
+  });
+  EXPECT_THROW(h5::File::open(path).root().read<float>("ints"), IoError);
+  // flip a byte of the 16-byte float payload: the small dataset has a checksum too
+  std::string bytes;
+  {
+    std::ifstream in(path, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  const float want[4] = {1, 2, 3, 4};
+  const std::string pat(reinterpret_cast<const char*>(want), 16);
+  const size_t at = bytes.find(pat);
+  ASSERT_NE(at, std::string::npos);
+  bytes[at + 5] ^= 0x10;
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+  EXPECT_THROW(h5::File::open(path).root().read<float>("small"), IoError);
+}
+
+}  // namespace
+}  // namespace pg

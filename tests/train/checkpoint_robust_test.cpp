@@ -1,0 +1,135 @@
+// Issue 15: checkpoints that are damaged or edited are refused with one line naming the file and what is wrong
+// (non-finite tensors, attributes out of range, flipped bytes in small datasets), never resumed from.
+#include <gtest/gtest.h>
+#include <hdf5.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <functional>
+#include <tuple>
+#include <vector>
+#include <fstream>
+#include <string>
+
+#include "core/h5.h"
+#include "data/pipeline.h"
+#include "train/checkpoint.h"
+#include "train/config.h"
+#include "train/trainer.h"
+
+namespace pg {
+namespace {
+
+namespace fs = std::filesystem;
+
+class CheckpointRobustness : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = fs::temp_directory_path() / ("pg_ckrobust_" + std::to_string(::getpid()));
+    fs::create_directories(dir_);
+    cfg_ = load_experiment(PG_SOURCE_DIR "/configs/tiny.yaml",
+                           {"data.cache_dir=" + (dir_ / "cache").string(), "data.corpus=" PG_TEST_DATA "/corpus",
+                            "tokenizer.vocab_size=1024", "model.vocab=1024", "tokenizer.input_sentence_size=4000",
+                            "data.val_tokens=2048", "train.steps=4", "train.eval_interval=0", "train.eval_windows=8",
+                            "train.checkpoint_interval=0", "memory.layout=pagegram", "memory.inject_layers=[0,1]",
+                            "memory.target_params=200000", "train.out_dir=" + (dir_ / "run").string()});
+    data::tokenize(cfg_.data, cfg_.tokenizer);
+    data::DataSet ds = data::open_dataset(cfg_.data, cfg_.tokenizer);
+    TrainOptions opt;
+    opt.progress = false;
+    opt.stop_after = 2;
+    train(cfg_, ds, opt);
+    good_ = (dir_ / "run" / "checkpoint.h5").string();
+  }
+  static void TearDownTestSuite() { fs::remove_all(dir_); }
+
+  // A copy of the good checkpoint edited through the HDF5 C API.
+  static std::string edited(const std::string& name, const std::function<void(hid_t)>& edit) {
+    const std::string p = (dir_ / (name + ".h5")).string();
+    fs::copy_file(good_, p, fs::copy_options::overwrite_existing);
+    const hid_t f = H5Fopen(p.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    EXPECT_GE(f, 0);
+    edit(f);
+    H5Fclose(f);
+    return p;
+  }
+  static void set_int_attr(hid_t f, const char* name, int64_t v) {
+    const hid_t a = H5Aopen(f, name, H5P_DEFAULT);
+    H5Awrite(a, H5T_NATIVE_INT64, &v);
+    H5Aclose(a);
+  }
+  static void poke_float(hid_t f, const char* dataset, float value) {
+    const hid_t d = H5Dopen2(f, dataset, H5P_DEFAULT);
+    const hid_t space = H5Dget_space(d);
+    hsize_t n = static_cast<hsize_t>(H5Sget_simple_extent_npoints(space));
+    std::vector<float> v(n);
+    H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data());
+    v[n / 2] = value;
+    H5Dwrite(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data());
+    H5Sclose(space);
+    H5Dclose(d);
+  }
+  // The error of resuming the training from checkpoint `p` ("" when it was accepted).
+  static std::string resume_error(const std::string& p) {
+    ExperimentConfig c = cfg_;
+    c.train.out_dir = (dir_ / ("resume_" + fs::path(p).stem().string())).string();
+    fs::create_directories(c.train.out_dir);
+    fs::copy_file(p, c.train.out_dir + "/checkpoint.h5", fs::copy_options::overwrite_existing);
+    fs::copy_file(dir_ / "run" / "log.h5", c.train.out_dir + "/log.h5", fs::copy_options::overwrite_existing);
+    data::DataSet ds = data::open_dataset(c.data, c.tokenizer);
+    TrainOptions opt;
+    opt.progress = false;
+    opt.resume = true;
+    try {
+      train(c, ds, opt);
+    } catch (const UserError& e) {
+      return e.what();
+    }
+    return "";
+  }
+  static inline fs::path dir_;
+  static inline ExperimentConfig cfg_;
+  static inline std::string good_;
+};
+
+TEST_F(CheckpointRobustness, TheGoodCheckpointResumes) { EXPECT_EQ(resume_error(good_), ""); }
+
+TEST_F(CheckpointRobustness, NonFiniteTensorsAreRefused) {
+  const std::string nan = edited("nan", [](hid_t f) { poke_float(f, "params/blocks.0.w_qkv", NAN); });
+  EXPECT_NE(resume_error(nan).find("params/blocks.0.w_qkv"), std::string::npos) << resume_error(nan);
+  const std::string inf = edited("inf", [](hid_t f) { poke_float(f, "adam/v/final_norm", INFINITY); });
+  EXPECT_NE(resume_error(inf).find("non-finite"), std::string::npos) << resume_error(inf);
+}
+
+TEST_F(CheckpointRobustness, AttributesOutOfRangeAreRefused) {
+  for (const auto& [attr, value, want] : std::vector<std::tuple<const char*, int64_t, const char*>>{
+           {"step", -5, "'step' = -5"}, {"step", 1000, "'step' = 1000"}, {"sampler_counter", -1, "'sampler_counter'"},
+           {"tokens", 7, "'tokens' = 7"}}) {
+    const std::string p = edited(std::string(attr) + std::to_string(value),
+                                 [&](hid_t f) { set_int_attr(f, attr, value); });
+    const std::string e = resume_error(p);
+    EXPECT_NE(e.find(want), std::string::npos) << attr << "=" << value << ": " << e;
+  }
+}
+
+TEST_F(CheckpointRobustness, AFlippedByteInASmallDatasetIsCaught) {
+  // the 32 weights of a norm: far below the old 4,096-value checksum threshold
+  const std::string p = (dir_ / "flip.h5").string();
+  fs::copy_file(good_, p, fs::copy_options::overwrite_existing);
+  std::vector<float> w = h5::File::open(good_).root().sub("params").read<float>("blocks.1.mlp_norm");
+  std::string bytes;
+  {
+    std::ifstream in(p, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  const std::string pat(reinterpret_cast<const char*>(w.data()), w.size() * sizeof(float));
+  const size_t at = bytes.find(pat);
+  ASSERT_NE(at, std::string::npos);
+  bytes[at + 9] ^= 0x01;
+  std::ofstream(p, std::ios::binary | std::ios::trunc) << bytes;
+  EXPECT_NE(resume_error(p).find("mlp_norm"), std::string::npos) << resume_error(p);
+}
+
+}  // namespace
+}  // namespace pg
