@@ -1,6 +1,7 @@
 // AdamW over named parameter views (decay on matrices only), deterministic global grad norm, and the
 // Warmup-Stable-Decay learning-rate schedule (SPEC §4).
 #pragma once
+#include <cmath>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -34,6 +35,14 @@ class AdamW {
   // First and second moments of view i (same layout as its parameter).
   std::span<float> m(size_t i) { return {m_.data() + offsets_[i], views_[i].n}; }
   std::span<float> v(size_t i) { return {v_.data() + offsets_[i], views_[i].n}; }
+  // True when both moments hold only finite values.
+  bool state_finite() const {
+    for (float x : m_)
+      if (!std::isfinite(x)) return false;
+    for (float x : v_)
+      if (!std::isfinite(x)) return false;
+    return true;
+  }
 
  private:
   std::vector<ParamView> views_;

@@ -38,6 +38,9 @@ class RunLog {
   void flush();  // atomic rewrite of the whole file
 
   const std::vector<double>& eval_loss() const { return eval_.loss; }
+  // Steps of the training rows held (after a resume: those up to the checkpoint's step).
+  const std::vector<int64_t>& train_steps() const { return train_.step; }
+  const std::vector<double>& train_losses() const { return train_.loss; }
 
  private:
   struct Train {

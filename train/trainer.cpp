@@ -1,10 +1,18 @@
 // Implementation of train/trainer.h.
 #include "train/trainer.h"
 
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <span>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -27,6 +35,91 @@ int64_t peak_rss_kb() {
 }
 
 namespace {
+
+// One writer per run directory: an advisory lock on <out_dir>/.train.lock held for the whole run (released by
+// the kernel when the process dies), with the holder's pid and command in the file for the refusal message.
+class RunDirLock {
+ public:
+  RunDirLock(const std::string& dir, const std::string& command) {
+    const std::string p = dir + "/.train.lock";
+    fd_ = ::open(p.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
+    if (fd_ < 0) throw IoError(str("cannot open ", p, ": ", std::strerror(errno)));
+    if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+      std::string holder(512, '\0');
+      const ssize_t n = ::pread(fd_, holder.data(), holder.size(), 0);
+      holder.resize(n > 0 ? static_cast<size_t>(n) : 0);
+      while (!holder.empty() && (holder.back() == '\n' || holder.back() == '\0')) holder.pop_back();
+      ::close(fd_);
+      fd_ = -1;
+      throw UserError(str("run directory ", dir, " is in use by another training process (",
+                          holder.empty() ? std::string("holder unknown") : holder,
+                          ") (hint: wait for it, stop it, or use another train.out_dir)"));
+    }
+    const std::string me = str("pid ", ::getpid(), ": ", command.empty() ? std::string("pagegram train") : command, "\n");
+    if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, me.data(), me.size(), 0) < 0) {
+      // the lock itself holds; only the message for a second process is missing
+    }
+  }
+  ~RunDirLock() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  RunDirLock(const RunDirLock&) = delete;
+  RunDirLock& operator=(const RunDirLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
+// Removes temporaries (<name>.tmp.<pid>) that a killed process left in dir (never those of a live process).
+void remove_stale_temporaries(const std::string& dir) {
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    const size_t at = name.rfind(".tmp.");
+    if (at == std::string::npos) continue;
+    const std::string pid = name.substr(at + 5);
+    if (pid.empty() || pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    const long p = std::strtol(pid.c_str(), nullptr, 10);
+    if (p > 0 && (::kill(static_cast<pid_t>(p), 0) == 0 || errno == EPERM)) continue;  // alive
+    std::filesystem::remove_all(e.path(), ec);
+  }
+}
+
+// The divergence rule besides non-finite values (README "Divergence"): over windows of kDivergeWindow steps, a run
+// has diverged when its mean training loss rises more than kDivergeNats above the lowest window mean so far (or
+// above its first step's loss, if that is lower). Healthy runs move well under 1 nat between such windows.
+constexpr int64_t kDivergeWindow = 10;
+constexpr double kDivergeNats = 2.0;
+class DivergenceWatch {
+ public:
+  // Returns a reason when the run has diverged after this step's loss.
+  std::string add(int64_t step, double loss) {
+    if (first_ < 0) first_ = loss;
+    window_.push_back(loss);
+    if (static_cast<int64_t>(window_.size()) > kDivergeWindow) window_.erase(window_.begin());
+    if (static_cast<int64_t>(window_.size()) < kDivergeWindow) return "";
+    double m = 0;
+    for (double x : window_) m += x;
+    m /= static_cast<double>(window_.size());
+    best_ = std::min(best_, m);
+    const double ref = std::min(best_, first_);
+    if (m > ref + kDivergeNats)
+      return str("mean training loss of steps ", step - kDivergeWindow + 1, "-", step, " is ", m, " nats, more than ",
+                 kDivergeNats, " above ", ref, " (its best ", kDivergeWindow, "-step mean or first loss)");
+    return "";
+  }
+
+ private:
+  double first_ = -1, best_ = 1e300;
+  std::vector<double> window_;
+};
+
+bool all_finite(std::span<const float> v) {
+  for (float x : v)
+    if (!std::isfinite(x)) return false;
+  return true;
+}
+
 // Computes the memory's addresses and e_t for windows starting at `starts` in `store` (SPEC §3: n-grams are a
 // function of the store position, never of the window start).
 void prepare_memory(MemoryInjector& mem, const data::TokenStore& store, const std::vector<int64_t>& starts,
@@ -154,6 +247,12 @@ TrainSummary train(const ExperimentConfig& cfg, const data::DataSet& ds, const T
   const int64_t eval_n = std::min<int64_t>(tc.eval_windows, val.count());
 
   const std::string ckpt = tc.out_dir + "/checkpoint.h5", log_path = tc.out_dir + "/log.h5";
+  std::unique_ptr<RunDirLock> lock;
+  if (opt.write_files) {
+    std::filesystem::create_directories(tc.out_dir);
+    lock = std::make_unique<RunDirLock>(tc.out_dir, opt.command);
+    remove_stale_temporaries(tc.out_dir);
+  }
   TrainState st;
   const bool resumed = opt.resume && std::filesystem::exists(ckpt);
   if (resumed) {
@@ -171,10 +270,45 @@ TrainSummary train(const ExperimentConfig& cfg, const data::DataSet& ds, const T
   }
   RunMeta meta{cfg::dump(cfg), opt.command, threads.threads, threads.pinned, threads.cpus};
   // Without a checkpoint a "resume" starts over, and so does the log (no duplicate step-0 rows).
+  if (resumed && opt.write_files && st.step > 0) {
+    // The log must be this run's and hold every step up to the checkpoint (it is flushed before each checkpoint).
+    if (!std::filesystem::exists(log_path))
+      throw IoError(str(log_path, ": missing, but ", ckpt, " is at step ", st.step,
+                        " (hint: the log cannot be rebuilt; remove checkpoint.h5 to start the run over, or use "
+                        "another train.out_dir)"));
+    ExperimentConfig logged = parse_experiment(h5::File::open(log_path).root().attr_string("config"), log_path + ":/config"),
+                     mine = cfg;
+    logged.train.threads = mine.train.threads = 0;
+    logged.train.out_dir = mine.train.out_dir = "";
+    logged.memory.collision_stats = mine.memory.collision_stats;
+    logged.memory.collision_owners = mine.memory.collision_owners;
+    if (!cfg::equal(logged, mine))
+      throw IoError(str(log_path, ": the log belongs to a run with another config (hint: never copy logs between "
+                        "runs; remove checkpoint.h5 and log.h5 to start over)"));
+  }
   RunLog log(log_path, meta, resumed ? st.step : -1);
+  if (resumed && opt.write_files && st.step > 0) {
+    const std::vector<int64_t>& steps = log.train_steps();
+    bool contiguous = static_cast<int64_t>(steps.size()) == st.step;
+    for (size_t i = 0; contiguous && i < steps.size(); ++i) contiguous = steps[i] == static_cast<int64_t>(i) + 1;
+    if (!contiguous)
+      throw IoError(str(log_path, ": its training rows (", steps.size(), " rows, last step ",
+                        steps.empty() ? 0 : steps.back(), ") do not cover steps 1..", st.step, " of ", ckpt,
+                        " one by one (hint: the log was edited or belongs to another run; remove checkpoint.h5 and "
+                        "log.h5 to start over)"));
+  }
   if (opt.write_files) {
-    std::filesystem::create_directories(tc.out_dir);
-    std::ofstream(tc.out_dir + "/config.yaml") << cfg::dump(cfg) << "\n";
+    const std::string cpath = tc.out_dir + "/config.yaml", tmp = h5::temp_name(cpath);
+    {
+      std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+      out << cfg::dump(cfg) << "\n";
+      out.flush();
+      if (!out) {
+        h5::remove_quietly(tmp);
+        throw ResourceError(str("cannot write ", cpath, ": ", std::strerror(errno), " (hint: free disk space)"));
+      }
+    }
+    h5::commit_atomic(tmp, cpath);
   }
 
   Progress progress(opt.progress);
@@ -203,6 +337,14 @@ TrainSummary train(const ExperimentConfig& cfg, const data::DataSet& ds, const T
   double train_seconds = 0.0;
   int64_t steps_this_call = 0, timed_steps = 0;
   double last_loss = 0.0;
+  DivergenceWatch watch;
+  for (size_t i = 0; i < log.train_steps().size(); ++i) watch.add(log.train_steps()[i], log.train_losses()[i]);
+  auto diverged = [&](const std::string& why) {
+    log.set_status("diverged");
+    if (opt.write_files) log.flush();
+    return UserError(str("training diverged at step ", st.step + 1, ": ", why, " (hint: lower train.lr; the last good checkpoint is ",
+                         std::filesystem::exists(ckpt) ? ckpt : std::string("not written yet"), ")"));
+  };
   while (st.step < total_steps && (opt.stop_after < 0 || steps_this_call < opt.stop_after)) {
     if (mem && steps_this_call == opt.untimed_steps) mem->reset_phase_times();  // time the timed steps only
     Timer step_timer;
@@ -226,13 +368,8 @@ TrainSummary train(const ExperimentConfig& cfg, const data::DataSet& ds, const T
     }
     loss /= static_cast<double>(accum);
     const double gnorm = adamw.grad_norm();
-    if (!std::isfinite(loss) || !std::isfinite(gnorm)) {
-      log.set_status("diverged");
-      if (opt.write_files) log.flush();
-      throw UserError(str("training diverged at step ", st.step + 1, ": loss ", loss, ", grad norm ", gnorm,
-                          " (hint: lower train.lr; the last good checkpoint is ",
-                          std::filesystem::exists(ckpt) ? ckpt : std::string("not written yet"), ")"));
-    }
+    if (!std::isfinite(loss) || !std::isfinite(gnorm)) throw diverged(str("loss ", loss, ", grad norm ", gnorm));
+    if (const std::string why = watch.add(st.step + 1, loss); !why.empty()) throw diverged(why);
     if (tc.grad_clip > 0 && gnorm > tc.grad_clip) adamw.scale_grads(static_cast<float>(tc.grad_clip / gnorm));
     adamw.step(st.step + 1, lr);
     if (mem) {
@@ -263,10 +400,19 @@ TrainSummary train(const ExperimentConfig& cfg, const data::DataSet& ds, const T
     const bool last = st.step == total_steps;
     if (last || (tc.eval_interval > 0 && st.step % tc.eval_interval == 0)) sum.final_eval = run_eval(st.step);
     const bool stop = last || (opt.stop_after >= 0 && steps_this_call == opt.stop_after);
-    if (opt.write_files && (stop || (tc.checkpoint_interval > 0 && st.step % tc.checkpoint_interval == 0)))
+    const bool checkpoint = opt.write_files && (stop || (tc.checkpoint_interval > 0 && st.step % tc.checkpoint_interval == 0));
+    // The log is flushed before a checkpoint, so it always holds every step the checkpoint has (a kill between
+    // the two leaves extra rows, which a resume truncates); "finished" is written only after the final checkpoint.
+    if (opt.write_files && (checkpoint || st.step % tc.log_interval == 0)) log.flush();
+    if (checkpoint) {
+      if (!all_finite(model.params()) || !adamw.state_finite()) {
+        --st.step;  // report the step that produced it
+        throw diverged("non-finite parameters or optimizer state after the update");
+      }
       save_checkpoint(ckpt, cfg, model, &adamw, st, save_mem);
-    if (opt.write_files && (stop || st.step % tc.log_interval == 0)) {
-      if (last) log.set_status("finished");
+    }
+    if (opt.write_files && last) {
+      log.set_status("finished");
       log.flush();
     }
   }
