@@ -102,15 +102,10 @@ void register_sweep_commands(CLI::App& app) {
     c->add_option("SPEC", spec_path, "sweep file")->required();
     c->callback([] {
       SweepSpec spec = load_sweep(spec_path);
-      int64_t n = 0, total = 0;
-      for (const SweepRun& r : expand_sweep(spec)) {
-        ++total;
-        const RunState st = run_status(r).state;
-        if (st != RunState::kFinished && st != RunState::kDiverged) continue;
-        std::printf("%s\n", write_run_record(spec, r).c_str());
-        ++n;
-      }
-      std::printf("%ld of %ld runs recorded\n", long(n), long(total));
+      const std::vector<SweepRun> runs = expand_sweep(spec);
+      const std::vector<std::string> written = write_sweep_records(spec, runs);
+      for (const std::string& p : written) std::printf("%s\n", p.c_str());
+      std::printf("%zu of %zu runs recorded\n", written.size(), runs.size());
     });
   }
   {

@@ -10,6 +10,7 @@
 
 #include "core/h5.h"
 #include "core/text.h"
+#include "sweep/status.h"
 
 namespace pg {
 
@@ -163,4 +164,14 @@ std::string write_run_record(const SweepSpec& spec, const SweepRun& run) {
   return p;
 }
 
+std::vector<std::string> write_sweep_records(const SweepSpec& spec, const std::vector<SweepRun>& runs) {
+  std::vector<std::string> written;
+  for (const SweepRun& r : runs) {
+    const RunState st = run_status(r).state;
+    if (st == RunState::kFinished || st == RunState::kDiverged) written.push_back(write_run_record(spec, r));
+  }
+  return written;
+}
+
 }  // namespace pg
+

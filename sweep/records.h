@@ -1,6 +1,7 @@
 // Compact run records (committed to the repo; a sweep resumes from them on any machine).
 #pragma once
 #include <string>
+#include <vector>
 
 #include "sweep/spec.h"
 
@@ -16,5 +17,8 @@ bool record_exists(const SweepSpec& spec, const SweepRun& run);
 std::string run_record_json(const SweepSpec& spec, const SweepRun& run);
 // Writes the record atomically; returns its path.
 std::string write_run_record(const SweepSpec& spec, const SweepRun& run);
+
+// Writes the record of every finished or diverged run of `runs` (`pagegram sweep record`); returns their paths.
+std::vector<std::string> write_sweep_records(const SweepSpec& spec, const std::vector<SweepRun>& runs);
 
 }  // namespace pg
