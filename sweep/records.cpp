@@ -40,7 +40,6 @@ std::string json_array(const std::vector<T>& v) {
   }
   return o + "]";
 }
-}  // namespace
 
 // The run's /collisions group in a few numbers per order: means over logged steps and heads of each per-head
 // statistic, the per-order means of page_mates and distinct, and the last logged step's foreign shares.
@@ -93,6 +92,8 @@ std::string collision_summary_json(const h5::Group& r) {
   }
   return j.str() + "}";
 }
+
+}  // namespace
 
 std::string run_record_json(const SweepSpec& spec, const SweepRun& run) {
   const std::string log = run.dir + "/log.h5";
