@@ -2,8 +2,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
-#include <memory>
 #include <iostream>
+#include <memory>
 
 #include "cli/commands.h"
 #include "core/build_info.h"
@@ -12,9 +12,9 @@
 #include "core/timer.h"
 #include "data/pipeline.h"
 #include "data/synthetic.h"
-#include "train/trained_model.h"
 #include "train/memory_injector.h"
 #include "train/overhead.h"
+#include "train/trained_model.h"
 #include "train/trainer.h"
 
 namespace pg::cli {
