@@ -2,6 +2,7 @@
 // Each reads a config (or a checkpoint), a split of its token store, and prints a report-shaped table (+ HDF5).
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -11,18 +12,18 @@
 #include "core/threads.h"
 #include "core/timer.h"
 #include "data/pipeline.h"
-#include "eval/collisions.h"
-#include "eval/eval_stream.h"
-#include "eval/flash_sim.h"
-#include "eval/iobench.h"
-#include "eval/nf4.h"
-#include "eval/table_file.h"
+#include "storage/collisions.h"
+#include "storage/export.h"
+#include "storage/eval_stream.h"
+#include "storage/flash_sim.h"
+#include "storage/iobench.h"
+#include "storage/layout_spec.h"
+#include "storage/table_file.h"
 #include "memory/layout.h"
 #include "memory/normalize.h"
-#include "train/adamw.h"
-#include "train/checkpoint.h"
 #include "train/config.h"
 #include "train/memory_injector.h"
+#include "train/trained_model.h"
 #include "train/trainer.h"
 
 namespace pg::cli {
@@ -59,51 +60,31 @@ struct Loaded {
 
 // Loads the config, opens the dataset and cuts the requested stream (tokens <= 0: the whole split).
 Loaded load_stream(const StreamArgs& a) {
-  if (a.tokens < 0) throw UserError(str("--tokens: must be >= 0, got ", a.tokens));
+  if (a.tokens < 0) throw UserError(str("--tokens: must be >= 0, got ", a.tokens));  // before any work
   setup_threads(static_cast<int>(a.threads));
   Loaded l;
   l.cfg = load_experiment(a.config, a.sets);
   l.ds = data::open_dataset(l.cfg.data, l.cfg.tokenizer, a.config);
-  const data::TokenStore* store = l.ds.heldout.get();
-  uint64_t begin = 0, end = store->n_tokens();
-  if (a.split == "test") {
-    begin = static_cast<uint64_t>(l.ds.val_tokens);
-  } else if (a.split == "validation") {
-    end = static_cast<uint64_t>(l.ds.val_tokens);
-  } else if (a.split == "train") {
-    store = l.ds.train.get();
-    end = store->n_tokens();
-  }
-  const uint64_t avail = end > begin ? end - begin : 0;
-  const uint64_t n = a.tokens > 0 ? std::min<uint64_t>(avail, static_cast<uint64_t>(a.tokens)) : avail;
-  if (n == 0) throw UserError(str("the ", a.split, " stream of ", store->path(), " is empty"));
   Timer t;
-  l.stream = stream_from_store(*store, begin, n, 8);
-  l.stream_desc = str(a.split, " stream of ", store->path(), ": tokens [", begin, ", ", begin + n, ")");
+  SplitStream s = stream_from_split(l.ds, a.split, a.tokens);
+  l.stream = std::move(s.stream);
+  l.stream_desc = std::move(s.desc);
+  const uint64_t n = static_cast<uint64_t>(l.stream.size());
   std::fprintf(stderr, "[eval] %s (%llu tokens%s), read in %.1f s\n", l.stream_desc.c_str(),
                static_cast<unsigned long long>(n),
-               a.tokens > 0 && static_cast<uint64_t>(a.tokens) > avail ? str(", all ", avail, " available").c_str() : "",
+               a.tokens > 0 && static_cast<uint64_t>(a.tokens) > s.available ? str(", all ", s.available, " available").c_str() : "",
                t.seconds());
   return l;
 }
 
-// Engram-faithful hashing needs the tokenizer's compressed vocabulary.
-std::unique_ptr<CompressedVocab> vocab_for(const MemoryConfig& m, const data::DataSet* ds) {
-  if (!(m.layout == "engram" && m.hash.engram_faithful)) return nullptr;
-  if (!ds || !ds->tokenizer) throw ConfigError("memory.hash.engram_faithful: needs the config's tokenizer");
-  std::vector<std::string> pieces;
-  for (int64_t i = 0; i < ds->tokenizer->vocab_size(); ++i) pieces.push_back(ds->tokenizer->piece(static_cast<uint32_t>(i)));
-  return std::make_unique<CompressedVocab>(compress_vocabulary(sentencepiece_piece_texts(pieces), pieces));
-}
-
-std::unique_ptr<MemoryLayout> layout_of(const ExperimentConfig& cfg, const std::string& layout, int64_t slots,
-                                        const data::DataSet* ds, double params = 0) {
+// The layout `spec` of the config's memory section (params > 0: that many parameters), with Engram-faithful hashing
+// from the dataset's tokenizer when the config asks for it.
+std::unique_ptr<MemoryLayout> layout_of(const ExperimentConfig& cfg, const FlashLayoutSpec& spec, const data::DataSet* ds,
+                                        double params = 0) {
   MemoryConfig m = cfg.memory;
-  m.layout = layout;
-  if (slots > 0) m.slots = slots;
-  if (params > 0) m.target_params = static_cast<int64_t>(params);
-  auto vocab = vocab_for(m, ds);
-  return make_layout(m, cfg.model.d_model, vocab.get());
+  m.layout = spec.layout;
+  const auto vocab = engram_vocab(m, ds && ds->tokenizer ? ds->tokenizer->pieces() : std::vector<std::string>{});
+  return make_storage_layout(cfg.memory, cfg.model.d_model, spec, params, vocab.get());
 }
 
 std::vector<std::pair<std::string, std::string>> run_attrs(const std::string& command, const Loaded* l) {
@@ -129,7 +110,7 @@ void register_storage_commands(CLI::App& app) {
   static std::string command;
   auto cmdline = [] {
     if (!command.empty()) return command;
-    std::string raw = data::read_file("/proc/self/cmdline");
+    std::string raw = read_file("/proc/self/cmdline");
     for (char& c : raw)
       if (c == '\0') c = ' ';
     while (!raw.empty() && raw.back() == ' ') raw.pop_back();
@@ -154,7 +135,7 @@ void register_storage_commands(CLI::App& app) {
       Loaded l = load_stream(a);
       std::vector<LayoutCollisions> all;
       for (const FlashLayoutSpec& spec : parse_layouts(layouts, l.cfg.memory.slots)) {
-        auto L = layout_of(l.cfg, spec.layout, spec.slots, &l.ds);
+        auto L = layout_of(l.cfg, spec, &l.ds);
         std::fprintf(stderr, "[eval] %s\n", L->parity_report().c_str());
         all.push_back(measure_collisions(*L, l.stream, true));
       }
@@ -180,7 +161,7 @@ void register_storage_commands(CLI::App& app) {
       const std::string name = layout.empty() ? l.cfg.memory.layout : layout;
       if (name == "none")
         throw UserError("addresses: the config has memory.layout none (hint: --layout flat|engram|pagegram)");
-      auto L = layout_of(l.cfg, name, slots, &l.ds);
+      auto L = layout_of(l.cfg, FlashLayoutSpec{name, slots}, &l.ds);
       Timer t;
       write_addresses_h5(out, *L, l.stream, l.stream.size(), run_attrs(cmdline(), &l));
       std::printf("%s\nwrote %s: rows, block, offset [%lld, %lld] (%.1f s)\n", L->parity_report().c_str(), out.c_str(),
@@ -194,7 +175,7 @@ void register_storage_commands(CLI::App& app) {
     static int64_t eval_windows = 0, threads = 0;
     static bool no_verify = false;
     CLI::App* c = app.add_subcommand(
-        "export", "write the page-aligned NF4 table file (.pgt, eval/FORMATS.md) of a checkpoint's memory table");
+        "export", "write the page-aligned NF4 table file (.pgt, storage/FORMATS.md) of a checkpoint's memory table");
     c->add_option("--checkpoint", checkpoint, "checkpoint.h5 holding a memory table");
     c->add_option("--config", config, "instead of a checkpoint: a config whose memory layout gets a --fill table");
     c->add_option("--set", sets, "override a key of --config (repeatable)");
@@ -225,39 +206,27 @@ void register_storage_commands(CLI::App& app) {
       opt.progress = true;
       opt.info = {{"revision", build::kRevision}, {"command", cmdline()}};
       if (!checkpoint.empty()) {
-        cfg = checkpoint_config(checkpoint);
-        if (!cfg.memory.enabled())
+        TrainedModel tm = load_trained_model(checkpoint, {.open_data = eval_windows > 0, .table_ready = true});
+        if (!tm.mem)
           throw UserError(str("export: ", checkpoint, " was trained without a memory table (memory.layout none)"));
-        model = std::make_unique<Transformer>(cfg.model, cfg.train.micro_batch);
-        if (cfg.memory.hash.engram_faithful || eval_windows > 0) ds = std::make_unique<data::DataSet>(data::open_dataset(cfg.data, cfg.tokenizer));
-        mem = attach_memory(cfg, *model, ds ? ds->tokenizer.get() : nullptr);
-        const int64_t total = cfg.train.total_steps();
-        const TrainConfig tc = cfg.train;
-        mem->set_lr_schedule([tc, total](int64_t s) { return wsd_lr(s - 1, total, tc.lr, tc.warmup_frac, tc.decay_frac); });
-        const TrainState st = load_checkpoint(checkpoint, *model, nullptr, [&](const h5::Group& g) { mem->load(g); });
-        mem->table().materialize();  // replayed decay up to the last step (no-op without table weight decay)
+        cfg = tm.cfg;
+        model = std::move(tm.model);
+        mem = std::move(tm.mem);
+        ds = std::move(tm.data);
+        const TrainState& st = tm.state;
         L = &mem->table().layout();
         opt.info.push_back({"source", checkpoint});
         opt.info.push_back({"step", std::to_string(st.step)});
         opt.info.push_back({"tokens", std::to_string(st.tokens)});
-        const float* values = mem->table().values().data();
-        const int64_t w = L->width();
-        h = write_table_file(out, *L, [&](int64_t r0, int64_t n, float* dst) {
-          std::copy(values + r0 * w, values + (r0 + n) * w, dst);
-        }, opt);
+        h = export_table_file(out, *L, mem->table().values().data(), fill, 0, opt);
       } else {
         cfg = load_experiment(config, sets);
         if (!cfg.memory.enabled()) throw UserError(str("export: ", config, " has memory.layout none (hint: --set memory.layout=pagegram)"));
         if (cfg.memory.hash.engram_faithful) ds = std::make_unique<data::DataSet>(data::open_dataset(cfg.data, cfg.tokenizer, config));
-        own_layout = layout_of(cfg, cfg.memory.layout, 0, ds.get());
+        own_layout = layout_of(cfg, FlashLayoutSpec{cfg.memory.layout, 0}, ds.get());
         L = own_layout.get();
         opt.info.push_back({"source", str(config, " (", fill, " table)")});
-        if (fill == "random") {
-          h = write_random_table_file(out, *L, static_cast<uint64_t>(cfg.train.seed), opt);
-        } else {
-          const int64_t w = L->width();
-          h = write_table_file(out, *L, [w](int64_t, int64_t n, float* dst) { std::fill(dst, dst + n * w, 0.0f); }, opt);
-        }
+        h = export_table_file(out, *L, nullptr, fill, static_cast<uint64_t>(cfg.train.seed), opt);
       }
       std::printf("%s\n", L->parity_report().c_str());
       std::printf("wrote %s: %llu data blocks + %llu header blocks = %.1f MiB (%.1f s)\n", out.c_str(),
@@ -265,18 +234,17 @@ void register_storage_commands(CLI::App& app) {
                   static_cast<double>(h.file_bytes()) / (1 << 20), t.seconds());
       if (!no_verify) {
         Timer tv;
-        TableFileReader r = TableFileReader::open(out, *L);
-        r.verify_all(true);
+        verify_table_file(out, *L);
         std::printf("verified %llu block checksums (%.1f s)\n", static_cast<unsigned long long>(h.data_blocks), tv.seconds());
       }
       if (eval_windows > 0) {
         data::ValidationWindows val = ds->validation(cfg.model.context);
         const int64_t n = std::min<int64_t>(eval_windows, val.count());
         Timer te;
-        const double fp32 = evaluate(*model, val, n, *ds->heldout, mem.get());
-        std::span<float> v = mem->table().values();
-        nf4::round_trip_table(v.data(), L->rows(), L->width());  // exactly the values the file holds
-        const double q = evaluate(*model, val, n, *ds->heldout, mem.get());
+        const Nf4LossComparison c = compare_nf4_loss(mem->table().values(), L->rows(), L->width(), [&] {
+          return evaluate(*model, val, n, *ds->heldout, mem.get());
+        });
+        const double fp32 = c.fp32, q = c.nf4;
         std::printf("held-out over %lld windows: fp32 table %.6f nats, NF4 table %.6f nats, difference %+.6f "
                     "(report: +0.0004) (%.1f s)\n",
                     static_cast<long long>(n), fp32, q, q - fp32, te.seconds());
@@ -343,58 +311,27 @@ void register_storage_commands(CLI::App& app) {
         if (d < 1 || d > 4096) throw UserError(str("--depths: reads in flight must be in [1, 4096], got ", d));
       if (seconds < 0) throw UserError(str("--seconds: must be >= 0, got ", seconds));
       Loaded l = load_stream(a);
-      const std::string d = dir.empty() ? data::cache_dir(l.cfg.data) + "/iobench" : dir;
-      const bool made_dir = std::filesystem::create_directories(d);
-      std::vector<std::string> created;
-      std::vector<IoBenchResult> results;
-      try {
-        for (const FlashLayoutSpec& spec : parse_layouts(layouts, l.cfg.memory.slots)) {
-          auto L = layout_of(l.cfg, spec.layout, spec.slots, &l.ds, params);
-          const std::string path = str(d, "/", spec.layout, spec.slots ? str("_s", spec.slots) : "", "_",
-                                       format_count(params), ".pgt");
-          TableFileHeader h;
-          bool reused = false;
-          if (std::filesystem::exists(path)) {
-            try {
-              h = TableFileReader::open(path, *L).header();
-              reused = true;
-            } catch (const IoError& e) {
-              std::fprintf(stderr, "[iobench] re-creating %s: %s\n", path.c_str(), e.what());
-            }
-          }
-          if (!reused) {
-            TableWriteOptions opt;
-            opt.progress = true;
-            opt.info = {{"source", "pagegram iobench (random NF4 content)"}};
-            Timer tw;
-            created.push_back(path);
-            h = write_random_table_file(path, *L, 1, opt);
-            std::fprintf(stderr, "[iobench] wrote %s (%.2f GiB, %.1f s)\n", path.c_str(),
-                         static_cast<double>(h.file_bytes()) / (1 << 30), tw.seconds());
-          } else {
-            std::fprintf(stderr, "[iobench] reusing %s\n", path.c_str());
-          }
-          std::vector<uint32_t> blocks;
-          std::vector<uint64_t> ends;
-          stream_blocks(*L, l.stream, 0, l.stream.size(), blocks, &ends);
-          for (int depth : depths) {
-            IoBenchResult r = run_iobench(path, h.data_offset(), blocks, ends, depth, 0, seconds);
-            r.layout = spec.label();
-            std::fprintf(stderr, "[iobench] %s depth %d: %.0f lookups/s, read p50 %.0f us p99 %.0f us\n",
-                         r.layout.c_str(), depth, r.lookups_per_second(), r.read_p50_us, r.read_p99_us);
-            results.push_back(r);
-          }
-        }
-      } catch (...) {
-        if (!keep)
-          for (const auto& p : created) std::filesystem::remove(p);
-        throw;
-      }
-      if (!keep) {
-        for (const auto& p : created) std::filesystem::remove(p);
-        std::error_code ec;
-        if (made_dir && std::filesystem::is_empty(d, ec)) std::filesystem::remove(d, ec);
-      }
+      IoBenchSuiteConfig ic;
+      ic.memory = l.cfg.memory;
+      ic.d_model = l.cfg.model.d_model;
+      ic.params = params;
+      ic.depths = depths;
+      ic.seconds = seconds;
+      ic.dir = dir.empty() ? data::cache_dir(l.cfg.data) + "/iobench" : dir;
+      ic.keep = keep;
+      ic.layouts = parse_layouts(layouts, l.cfg.memory.slots);
+      MemoryConfig engram = l.cfg.memory;  // the vocabulary of an engram table (nullptr unless one is faithful)
+      engram.layout = std::any_of(ic.layouts.begin(), ic.layouts.end(), [](const FlashLayoutSpec& x) {
+        return x.layout == "engram";
+      }) ? "engram" : "none";
+      const auto vocab = engram_vocab(engram, l.ds.tokenizer ? l.ds.tokenizer->pieces() : std::vector<std::string>{});
+      ic.vocab = vocab.get();
+      const IoBenchSuiteResult suite = run_iobench_suite(ic, l.stream, [](const std::string& line) {
+        std::fprintf(stderr, "%s\n", line.c_str());
+      });
+      const std::string& d = ic.dir;
+      const std::vector<std::string>& created = suite.created;
+      const std::vector<IoBenchResult>& results = suite.results;
       std::printf("table files of %s params (%s)%s\n", format_count(params).c_str(), d.c_str(),
                   keep ? ", kept" : created.empty() ? ", reused" : ", removed");
       std::printf("%s", format_iobench_table(results).c_str());

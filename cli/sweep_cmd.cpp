@@ -1,14 +1,37 @@
-// Seed/variant sweeps (issue 6): `pagegram sweep run|status|slurm|collect|finished`. The work is in
-// train/sweep.h; this file only parses arguments and prints.
+// Seed/variant sweeps (issue 6): `pagegram sweep run|prepare|status|record|slurm|collect|finished`. The work is in
+// sweep/; this file only parses arguments and prints (the runner's events on stderr).
+#include <unistd.h>
+
 #include <cstdio>
 #include <filesystem>
 #include <string>
 #include <vector>
 
 #include "cli/commands.h"
-#include "train/sweep.h"
+#include "sweep/collect.h"
+#include "sweep/records.h"
+#include "sweep/runner.h"
+#include "sweep/slurm.h"
+#include "sweep/spec.h"
+#include "sweep/status.h"
 
 namespace pg::cli {
+namespace {
+
+// The runner's events on stderr: an updating progress line on a terminal, plain lines otherwise.
+void print_sweep_event(const SweepEvent& e) {
+  const bool tty = isatty(STDERR_FILENO) != 0;
+  if (e.kind == SweepEvent::kProgress) {
+    if (tty) std::fprintf(stderr, "\r\033[K%s", e.text.c_str());
+    else std::fprintf(stderr, "%s\n", e.text.c_str());
+    std::fflush(stderr);
+    return;
+  }
+  if (e.kind == SweepEvent::kSummary && tty) std::fprintf(stderr, "\r\033[K");
+  std::fprintf(stderr, "%s%s\n", tty ? "\r\033[K" : "", e.text.c_str());
+}
+
+}  // namespace
 
 void register_sweep_commands(CLI::App& app) {
   CLI::App* sweep = app.add_subcommand("sweep", "seed/variant sweeps: run locally, status, Slurm job arrays, collect");
@@ -30,11 +53,18 @@ void register_sweep_commands(CLI::App& app) {
       SweepSpec spec = load_sweep(spec_path);
       SweepRunOptions opt;
       opt.parallel = parallel;
-      opt.dry_run = dry_run;
       opt.binary = binary;
       opt.only = only;
-      SweepRunResult r = run_sweep(spec, opt);
-      if (dry_run) return;
+      if (dry_run) {
+        const SweepPlan plan = plan_sweep(spec, opt);
+        std::printf("%s\n", plan.header.c_str());
+        for (const SweepPlanRow& row : plan.rows)
+          std::printf("%-32s %s  %-22s %s\n", row.name.c_str(), row.hash.c_str(), row.action.c_str(), row.sets.c_str());
+        std::printf("%s\n", plan.footer.c_str());
+        return;
+      }
+      opt.progress_seconds = isatty(STDERR_FILENO) ? 0.0 : 60.0;
+      SweepRunResult r = run_sweep(spec, opt, print_sweep_event);
       std::printf("%s", sweep_status_table(spec, expand_sweep(spec)).c_str());
       if (r.interrupted) throw CLI::RuntimeError(130);
       if (!r.failed.empty()) {
@@ -72,15 +102,10 @@ void register_sweep_commands(CLI::App& app) {
     c->add_option("SPEC", spec_path, "sweep file")->required();
     c->callback([] {
       SweepSpec spec = load_sweep(spec_path);
-      int64_t n = 0, total = 0;
-      for (const SweepRun& r : expand_sweep(spec)) {
-        ++total;
-        const RunState st = run_status(r).state;
-        if (st != RunState::kFinished && st != RunState::kDiverged) continue;
-        std::printf("%s\n", write_run_record(spec, r).c_str());
-        ++n;
-      }
-      std::printf("%ld of %ld runs recorded\n", long(n), long(total));
+      const std::vector<SweepRun> runs = expand_sweep(spec);
+      const std::vector<std::string> written = write_sweep_records(spec, runs);
+      for (const std::string& p : written) std::printf("%s\n", p.c_str());
+      std::printf("%zu of %zu runs recorded\n", written.size(), runs.size());
     });
   }
   {

@@ -1,23 +1,20 @@
 // `pagegram train`, `pagegram eval`, `pagegram bench train` and `pagegram bench overhead`.
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
-#include <numeric>
 #include <iostream>
+#include <memory>
 
 #include "cli/commands.h"
 #include "core/build_info.h"
 #include "core/kernels.h"
 #include "core/threads.h"
-#include "core/rng.h"
-#include "core/threads.h"
 #include "core/timer.h"
 #include "data/pipeline.h"
-#include "train/checkpoint.h"
+#include "data/synthetic.h"
 #include "train/memory_injector.h"
 #include "train/overhead.h"
+#include "train/trained_model.h"
 #include "train/trainer.h"
 
 namespace pg::cli {
@@ -38,38 +35,6 @@ std::string phase_shares(const MemoryPhaseTimes& m, double seconds) {
                 pct(m.table_update));
   return buf;
 }
-// A temporary dataset of uniformly random tokens (documents of 8,192 tokens), removed on destruction.
-struct SyntheticData {
-  std::filesystem::path dir;
-  ~SyntheticData() {
-    if (!dir.empty()) std::filesystem::remove_all(dir);
-  }
-  data::DataSet make(const ExperimentConfig& cfg) {
-    dir = std::filesystem::temp_directory_path() / ("pagegram-synthetic-" + std::to_string(::getpid()));
-    std::filesystem::create_directories(dir);
-    RngStream rng(static_cast<uint64_t>(cfg.train.seed), "bench.synthetic");
-    auto write = [&](const std::string& name, uint64_t tokens, data::Split split) {
-      data::TokenStoreInfo info;
-      info.vocab_size = static_cast<uint64_t>(cfg.model.vocab);
-      info.split = split;
-      const uint64_t doc = 8192, docs = (tokens + doc - 1) / doc;
-      data::TokenStoreWriter w((dir / name).string(), info, docs);
-      std::vector<uint32_t> ids(doc);
-      for (uint64_t d = 0; d < docs; ++d) {
-        for (auto& id : ids) id = static_cast<uint32_t>(rng.below(static_cast<uint64_t>(cfg.model.vocab)));
-        w.add_document(ids, doc * 4);
-      }
-      w.finish();
-      return std::make_shared<const data::TokenStore>(data::TokenStore::open((dir / name).string()));
-    };
-    data::DataSet ds;
-    ds.train = write("train.pgtok", 4u << 20, data::Split::kTrain);
-    ds.heldout = write("heldout.pgtok", static_cast<uint64_t>(4 * (cfg.model.context + 1)) + 8192, data::Split::kHeldout);
-    ds.val_tokens = 4 * (cfg.model.context + 1);
-    return ds;
-  }
-};
-
 }  // namespace
 
 void register_train_commands(CLI::App& app, int argc, char** argv) {
@@ -112,18 +77,15 @@ void register_train_commands(CLI::App& app, int argc, char** argv) {
     c->add_option("--windows", windows, "validation windows (0 = the config's train.eval_windows)");
     c->add_option("--threads", threads, "threads (0 = all)");
     c->callback([] {
-      ExperimentConfig cfg = checkpoint_config(checkpoint);
       setup_threads(static_cast<int>(threads));
-      data::DataSet ds = data::open_dataset(cfg.data, cfg.tokenizer);
-      Transformer model(cfg.model, cfg.train.micro_batch);
-      std::unique_ptr<MemoryInjector> mem = attach_memory(cfg, model, ds.tokenizer.get());
-      SectionReader load_mem;
-      if (mem) load_mem = [&](const h5::Group& g) { mem->load(g); };
-      TrainState st = load_checkpoint(checkpoint, model, nullptr, load_mem);
+      TrainedModel tm = load_trained_model(checkpoint, {.open_data = true, .table_ready = false});
+      const ExperimentConfig& cfg = tm.cfg;
+      const data::DataSet& ds = *tm.data;
+      const TrainState& st = tm.state;
       data::ValidationWindows val = ds.validation(cfg.model.context);
       const int64_t n = windows > 0 ? windows : std::min<int64_t>(cfg.train.eval_windows, val.count());
       Timer t;
-      const double loss = evaluate(model, val, n, *ds.heldout, mem.get());
+      const double loss = evaluate(*tm.model, val, n, *ds.heldout, tm.mem.get());
       std::printf("checkpoint  %s (step %ld, %.2fM tokens)\n", checkpoint.c_str(), long(st.step), st.tokens / 1e6);
       std::printf("held-out    %.6f nats over %ld windows of %ld tokens (%.1f s)\n", loss, long(n),
                   long(cfg.model.context), t.seconds());
@@ -147,8 +109,10 @@ void register_train_commands(CLI::App& app, int argc, char** argv) {
       ExperimentConfig cfg = load_experiment(config, sets);
       cfg.train.eval_interval = 0;
       cfg.train.eval_windows = 1;
-      SyntheticData syn;
-      data::DataSet ds = synthetic ? syn.make(cfg) : data::open_dataset(cfg.data, cfg.tokenizer, config);
+      std::unique_ptr<data::SyntheticDataSet> syn;
+      if (synthetic)
+        syn = std::make_unique<data::SyntheticDataSet>(cfg.model.vocab, cfg.model.context, static_cast<uint64_t>(cfg.train.seed));
+      data::DataSet ds = synthetic ? syn->dataset() : data::open_dataset(cfg.data, cfg.tokenizer, config);
       TrainOptions opt;
       opt.write_files = false;
       opt.progress = false;
@@ -199,35 +163,23 @@ void register_train_commands(CLI::App& app, int argc, char** argv) {
       const OverheadResult r = measure_overhead(cfgs, rounds, owarmup, [](int64_t i) {
         std::fprintf(stderr, "round %ld/%ld\n", long(i + 1), long(rounds + owarmup));
       });
-      const auto median = [](std::vector<double> v) {
-        std::sort(v.begin(), v.end());
-        const size_t n = v.size();
-        return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-      };
       std::printf("bench overhead: %ld rounds (+%ld untimed) x %zu configs, %ld tokens per step, %d threads; %s\n",
                   long(rounds), long(owarmup), cfgs.size(), long(r.tokens_per_step), r.threads, (std::string("pagegram ") + build::kRevision).c_str());
       std::printf("| config | layout | tok/s, median (min – max) | overhead vs %s: median of rounds (min – max) | "
                   "memory work, %% of step | peak RSS (process) |\n|---|---|---:|---:|---:|---:|\n",
                   r.variants[0].name.c_str());
-      const auto& base = r.variants[0].step_seconds;
-      std::vector<double> seconds;  // per variant: its timed steps summed
-      for (const OverheadVariant& v : r.variants) {
-        std::vector<double> over, toks;
-        for (size_t i = 0; i < v.step_seconds.size(); ++i) {
-          over.push_back(100.0 * (1.0 - base[i] / v.step_seconds[i]));  // 1 - tok/s ratio
-          toks.push_back(static_cast<double>(r.tokens_per_step) / v.step_seconds[i]);
-        }
-        seconds.push_back(std::accumulate(v.step_seconds.begin(), v.step_seconds.end(), 0.0));
+      const std::vector<OverheadRow> rows = overhead_rows(r);
+      for (size_t i = 0; i < r.variants.size(); ++i) {
+        const OverheadVariant& v = r.variants[i];
+        const OverheadRow& w = rows[i];
         std::printf("| %s | %s | %.0f (%.0f – %.0f) | %+.1f%% (%+.1f%% – %+.1f%%) | %.1f%% | %.0f MiB |\n",
-                    v.name.c_str(), v.layout.c_str(), median(toks), *std::min_element(toks.begin(), toks.end()),
-                    *std::max_element(toks.begin(), toks.end()), median(over),
-                    *std::min_element(over.begin(), over.end()), *std::max_element(over.begin(), over.end()),
-                    100.0 * v.phases.total() / seconds.back(), r.peak_rss_kb / 1024.0);
+                    v.name.c_str(), v.layout.c_str(), w.tok_s_median, w.tok_s_min, w.tok_s_max, w.overhead_median,
+                    w.overhead_min, w.overhead_max, w.memory_share, r.peak_rss_kb / 1024.0);
       }
       for (size_t i = 0; i < r.variants.size(); ++i)
         if (r.variants[i].phases.total() > 0)
           std::printf("%s: %s of its step time\n", r.variants[i].name.c_str(),
-                      phase_shares(r.variants[i].phases, seconds[i]).c_str());
+                      phase_shares(r.variants[i].phases, rows[i].seconds).c_str());
     });
   }
 }

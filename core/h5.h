@@ -54,6 +54,14 @@ class Group {
   void write(const std::string& name, const std::vector<T>& data) const {
     write_raw(name, native_type<T>(), data.data(), data.size(), {static_cast<uint64_t>(data.size())});
   }
+  // One field of every row as a dataset (struct-of-arrays output): write_column("loss", runs, &Run::loss).
+  template <class Row, class Field>
+  void write_column(const std::string& name, const std::vector<Row>& rows, Field Row::*field) const {
+    std::vector<Field> col;
+    col.reserve(rows.size());
+    for (const Row& r : rows) col.push_back(r.*field);
+    write(name, col);
+  }
   // Reads a whole dataset; its shape goes to *shape when given.
   template <class T>
   std::vector<T> read(const std::string& name, std::vector<uint64_t>* shape = nullptr) const {

@@ -66,15 +66,6 @@ MappedFile& MappedFile::operator=(MappedFile&& o) noexcept {
   return *this;
 }
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw IoError(str("cannot open ", path, ": ", std::strerror(errno)));
-  std::ostringstream os;
-  os << in.rdbuf();
-  if (in.bad()) throw IoError(str("cannot read ", path));
-  return os.str();
-}
-
 void write_file(const std::string& path, std::string_view bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   if (!out) throw IoError(str("cannot create ", path, ": ", std::strerror(errno), " (hint: check disk space)"));

@@ -6,6 +6,8 @@
 #include <string>
 #include <string_view>
 
+#include "core/text.h"  // read_file
+
 namespace pg::data {
 
 class MappedFile {
@@ -32,8 +34,6 @@ class MappedFile {
   size_t size_ = 0;
 };
 
-// Reads a whole (small) file into a string; throws IoError naming the file.
-std::string read_file(const std::string& path);
 // Writes `bytes` to `path` (truncating); throws IoError naming the file.
 void write_file(const std::string& path, std::string_view bytes);
 // Creates `dir` and its parents; throws IoError naming it (std::filesystem errors never escape data/).

@@ -18,6 +18,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/text.h"
 #include "core/timer.h"
 #include "data/corpus_reader.h"
 #include "data/hash.h"
@@ -35,13 +36,6 @@ std::string fmt(const char* f, double v) {
   char b[64];
   std::snprintf(b, sizeof b, f, v);
   return b;
-}
-// 187.3M, 12.0k, 512
-std::string fmt_count(uint64_t n) {
-  if (n >= 1000000000) return fmt("%.2fG", n / 1e9);
-  if (n >= 1000000) return fmt("%.1fM", n / 1e6);
-  if (n >= 10000) return fmt("%.1fk", n / 1e3);
-  return std::to_string(n);
 }
 
 std::string corpus_hint(const DataConfig& cfg) {
@@ -88,8 +82,8 @@ TokenizerPaths train_tokenizer_on(const DataConfig& cfg, const TokenizerConfig& 
   try {
     Timer ts;
     const TrainingSample sample = sample_training_lines(corpus, tcfg);
-    std::cerr << "[data] tokenizer: sampled " << fmt_count(sample.lines.size()) << " of "
-              << fmt_count(sample.eligible_lines) << " lines (" << fmt("%.1f", sample.bytes / 1e6) << " MB) in "
+    std::cerr << "[data] tokenizer: sampled " << format_count(sample.lines.size()) << " of "
+              << format_count(sample.eligible_lines) << " lines (" << fmt("%.1f", sample.bytes / 1e6) << " MB) in "
               << fmt("%.1f", ts.seconds()) << " s\n";
     Timer tt;
     train_sentencepiece(sample, tcfg, tmp + "/spm");
@@ -115,9 +109,9 @@ TokenizerPaths train_tokenizer_on(const DataConfig& cfg, const TokenizerConfig& 
 }
 
 // Throttled progress line on stderr: docs, MB, MB/s, ETA.
-class Progress {
+class EncodeProgress {
  public:
-  Progress(std::string what, uint64_t docs, uint64_t bytes) : what_(std::move(what)), docs_(docs), bytes_(bytes) {}
+  EncodeProgress(std::string what, uint64_t docs, uint64_t bytes) : what_(std::move(what)), docs_(docs), bytes_(bytes) {}
   void update(uint64_t docs_done, uint64_t bytes_done, bool force = false) {
     const double s = t_.seconds();
     if (!force && s - last_ < 5.0) return;
@@ -149,7 +143,7 @@ SplitSummary write_split(const Corpus& corpus, const Tokenizer& tok, const std::
   uint64_t total_bytes = 0;
   for (uint32_t d : order) total_bytes += docs[d].end - docs[d].begin;
   TokenStoreWriter w(path, info, order.size());
-  Progress progress(str("tokenize ", name), order.size(), total_bytes);
+  EncodeProgress progress(str("tokenize ", name), order.size(), total_bytes);
   constexpr uint64_t kBatchBytes = uint64_t{32} << 20;
   std::vector<std::vector<uint32_t>> ids;
   std::vector<std::string> errs;
@@ -196,7 +190,7 @@ SplitSummary summary_of(const TokenStoreHeader& h) { return {h.n_docs, h.n_token
 
 void print_summary(const TokenizeSummary& s) {
   auto line = [](const char* name, const SplitSummary& x) {
-    std::cerr << "[data]   " << name << ": " << fmt_count(x.tokens) << " tokens (" << x.tokens << "), "
+    std::cerr << "[data]   " << name << ": " << format_count(x.tokens) << " tokens (" << x.tokens << "), "
               << x.docs << " docs, " << fmt("%.1f", x.text_bytes / 1e6) << " MB, "
               << fmt("%.3f", x.bytes_per_token()) << " bytes/token\n";
   };
@@ -415,9 +409,9 @@ DataSet open_dataset(const DataConfig& cfg, const TokenizerConfig& tcfg, const s
     throw ConfigError(str("data.val_tokens = ", cfg.val_tokens, " exceeds the ", ds.heldout->n_tokens(),
                           " held-out tokens of ", ds.heldout->path(),
                           " (hint: lower data.val_tokens or raise data.heldout_fraction and re-tokenize)"));
-  std::cerr << "[data] dataset: train " << fmt_count(ds.train->n_tokens()) << " tokens, heldout "
-            << fmt_count(ds.heldout->n_tokens()) << " (val " << fmt_count(ds.val_tokens) << ", test "
-            << fmt_count(ds.heldout->n_tokens() - ds.val_tokens) << "), vocab " << ds.tokenizer->vocab_size()
+  std::cerr << "[data] dataset: train " << format_count(ds.train->n_tokens()) << " tokens, heldout "
+            << format_count(ds.heldout->n_tokens()) << " (val " << format_count(ds.val_tokens) << ", test "
+            << format_count(ds.heldout->n_tokens() - ds.val_tokens) << "), vocab " << ds.tokenizer->vocab_size()
             << ", opened in " << fmt("%.2f", t.seconds()) << " s\n";
   return ds;
 }

@@ -110,6 +110,12 @@ std::string Tokenizer::piece(uint32_t id) const {
   return sp_->IdToPiece(static_cast<int>(id));
 }
 
+std::vector<std::string> Tokenizer::pieces() const {
+  std::vector<std::string> out;
+  for (int64_t i = 0; i < vocab_size(); ++i) out.push_back(piece(static_cast<uint32_t>(i)));
+  return out;
+}
+
 TrainingSample sample_training_lines(const Corpus& corpus, const TokenizerConfig& cfg) {
   const auto max_len = static_cast<size_t>(cfg.max_sentence_length);
   auto eligible = [&](std::string_view line) { return !line.empty() && line.size() <= max_len; };

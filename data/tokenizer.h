@@ -48,6 +48,8 @@ class Tokenizer {
   // corpus document separator, so decoding a concatenation of documents restores the corpus file).
   std::string decode(std::span<const uint32_t> ids, std::string_view eos_text = "\n\x1e\n") const;
   std::string piece(uint32_t id) const;
+  // Every piece in id order (piece(0), piece(1), ...).
+  std::vector<std::string> pieces() const;
 
  private:
   std::unique_ptr<sentencepiece::SentencePieceProcessor> sp_;

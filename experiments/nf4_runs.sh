@@ -43,7 +43,7 @@ max=$(awk '{ a = $1 < 0 ? -$1 : $1; if (a > m) m = a } END { printf "%.6f", m }'
   echo
   echo "Written by \`experiments/nf4_runs.sh $runs_dir '$pattern' $out $windows\` at $(date -u '+%Y-%m-%d %H:%M UTC')"
   echo "(commit $(git rev-parse --short=12 HEAD), on $(hostname), $(( $(date +%s) - start )) s). Each run's table written"
-  echo "as an NF4 .pgt file (eval/FORMATS.md), read back with every block checksum verified, and evaluated on the"
+  echo "as an NF4 .pgt file (storage/FORMATS.md), read back with every block checksum verified, and evaluated on the"
   echo "first $windows fixed validation windows (the runs' own evaluation set)."
   echo
   echo "| run | fp32 table (nats) | NF4 table (nats) | NF4 − fp32 | .pgt MiB |"

@@ -5,6 +5,8 @@
 
 #include <unordered_map>
 
+#include "core/error.h"
+
 namespace pg {
 namespace {
 
@@ -324,4 +326,12 @@ std::vector<std::string> sentencepiece_piece_texts(const std::vector<std::string
   return out;
 }
 
+std::unique_ptr<CompressedVocab> engram_vocab(const MemoryConfig& m, const std::vector<std::string>& pieces) {
+  if (!(m.layout == "engram" && m.hash.engram_faithful)) return nullptr;
+  if (pieces.empty())
+    throw ConfigError("memory.hash.engram_faithful needs the tokenizer's pieces (hint: build the data first)");
+  return std::make_unique<CompressedVocab>(compress_vocabulary(sentencepiece_piece_texts(pieces), pieces));
+}
+
 }  // namespace pg
+

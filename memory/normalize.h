@@ -14,8 +14,11 @@
 // scripts' case and nonspacing marks (Hebrew, Arabic, Thai, Devanagari, ...).
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
+
+#include "memory/config.h"
 
 namespace pg {
 
@@ -34,5 +37,10 @@ CompressedVocab compress_vocabulary(const std::vector<std::string>& texts, const
 // The decoded text of each sentencepiece piece as Engram would see it: U+2581 becomes a space, byte pieces
 // <0x80>..<0xFF> (a lone byte of a multi-byte character) become U+FFFD, everything else is unchanged.
 std::vector<std::string> sentencepiece_piece_texts(const std::vector<std::string>& pieces);
+
+// The compressed vocabulary a layout needs, from the tokenizer's pieces (id order): nullptr unless the layout is
+// engram with memory.hash.engram_faithful (no other layout reads it); ConfigError when it is needed and `pieces` is
+// empty (no tokenizer). The one builder of it: training and the storage tools both call this.
+std::unique_ptr<CompressedVocab> engram_vocab(const MemoryConfig& m, const std::vector<std::string>& pieces);
 
 }  // namespace pg

@@ -4,10 +4,12 @@
 #include <algorithm>
 #include <functional>
 #include <memory>
+#include <numeric>
 #include <random>
 
 #include "core/threads.h"
 #include "core/timer.h"
+#include "data/synthetic.h"
 #include "model/transformer.h"
 #include "train/adamw.h"
 #include "train/trainer.h"
@@ -35,10 +37,11 @@ OverheadResult measure_overhead(const std::vector<ExperimentConfig>& cfgs, int64
 
   // Random tokens in documents of 8,192 (as bench train --synthetic), windows at random starts.
   const int64_t store = std::max<int64_t>(1 << 20, 8 * B * (T + 1));
-  std::mt19937_64 gen(12345);
-  std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(base.model.vocab - 1));
-  std::vector<int32_t> tokens(static_cast<size_t>(store));
-  for (auto& t : tokens) t = tok(gen);
+  std::vector<uint32_t> ids(static_cast<size_t>(store));
+  RngStream rng(static_cast<uint64_t>(base.train.seed), "bench.synthetic");
+  data::random_tokens(rng, base.model.vocab, ids);
+  const std::vector<int32_t> tokens(ids.begin(), ids.end());
+  std::mt19937_64 gen(12345);  // window starts
   std::vector<uint64_t> doc_offsets;
   for (int64_t d = 0; d < store; d += 8192) doc_offsets.push_back(static_cast<uint64_t>(d));
   std::uniform_int_distribution<int64_t> start(0, store - T - 1);
@@ -98,6 +101,39 @@ OverheadResult measure_overhead(const std::vector<ExperimentConfig>& cfgs, int64
     if (vs[i].mem) res.variants[i].phases = vs[i].mem->phase_times();
   res.peak_rss_kb = peak_rss_kb();
   return res;
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+std::vector<OverheadRow> overhead_rows(const OverheadResult& r) {
+  std::vector<OverheadRow> rows;
+  if (r.variants.empty()) return rows;
+  const auto& base = r.variants[0].step_seconds;
+  for (const OverheadVariant& v : r.variants) {
+    std::vector<double> over, toks;
+    for (size_t i = 0; i < v.step_seconds.size(); ++i) {
+      over.push_back(100.0 * (1.0 - base[i] / v.step_seconds[i]));  // 1 - tok/s ratio
+      toks.push_back(static_cast<double>(r.tokens_per_step) / v.step_seconds[i]);
+    }
+    OverheadRow row;
+    row.seconds = std::accumulate(v.step_seconds.begin(), v.step_seconds.end(), 0.0);
+    if (!toks.empty()) {
+      row.tok_s_median = median(toks);
+      row.tok_s_min = *std::min_element(toks.begin(), toks.end());
+      row.tok_s_max = *std::max_element(toks.begin(), toks.end());
+      row.overhead_median = median(over);
+      row.overhead_min = *std::min_element(over.begin(), over.end());
+      row.overhead_max = *std::max_element(over.begin(), over.end());
+    }
+    row.memory_share = 100.0 * v.phases.total() / row.seconds;
+    rows.push_back(row);
+  }
+  return rows;
 }
 
 }  // namespace pg

@@ -34,4 +34,18 @@ struct OverheadResult {
 OverheadResult measure_overhead(const std::vector<ExperimentConfig>& cfgs, int64_t rounds, int64_t warmup,
                                 const std::function<void(int64_t)>& on_round = {});
 
+// The median of `v` (the mean of the two middle values for an even count); 0 for an empty vector.
+double median(std::vector<double> v);
+
+// One row of `bench overhead`'s table: tokens/s and the overhead against the baseline (variants[0]), each as
+// the median over rounds and its range; the overhead of round i is 1 - (baseline tok/s) / (this tok/s) in percent,
+// both from round i, so a slow phase of the machine cancels.
+struct OverheadRow {
+  double tok_s_median = 0, tok_s_min = 0, tok_s_max = 0;
+  double overhead_median = 0, overhead_min = 0, overhead_max = 0;  // percent
+  double seconds = 0;       // the timed steps summed
+  double memory_share = 0;  // the memory's own work (phases) as a percent of `seconds`
+};
+std::vector<OverheadRow> overhead_rows(const OverheadResult& r);
+
 }  // namespace pg

@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "core/config.h"
+#include "tests/test_util.h"
 
 namespace pg {
 namespace {
@@ -81,8 +82,8 @@ TEST(Config, DumpReloadsEqual) {
 }
 
 TEST(Config, BaseMergeAndOverrides) {
-  auto dir = std::filesystem::temp_directory_path() / ("pg_cfg_" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
+  pg::testing::TempDir tmp;
+  const auto& dir = tmp.path;
   std::ofstream(dir / "base.yaml") << "kind: b\ninner: {width: 4, layers: [1]}\n";
   std::ofstream(dir / "top.yaml") << "base: base.yaml\ninner: {width: 5}\n";
   YAML::Node n = cfg::load_file((dir / "top.yaml").string(), {"rate=0.25", "inner.layers=[2, 3]"});
@@ -95,7 +96,6 @@ TEST(Config, BaseMergeAndOverrides) {
   EXPECT_THROW(cfg::load_file((dir / "missing.yaml").string()), IoError);
   std::ofstream(dir / "bad.yaml") << "a: [1, 2\n";
   EXPECT_THROW(cfg::load_file((dir / "bad.yaml").string()), ConfigError);
-  std::filesystem::remove_all(dir);
 }
 
 TEST(Config, HelpListsEveryKey) {

@@ -7,6 +7,7 @@
 
 #include "core/h5.h"
 #include "core/rng.h"
+#include "tests/test_util.h"
 
 namespace pg {
 namespace {
@@ -51,8 +52,8 @@ TEST(Rng, Distributions) {
 }
 
 TEST(H5, RoundTripAndErrors) {
-  auto dir = std::filesystem::temp_directory_path() / ("pg_h5_" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
+  pg::testing::TempDir tmp;
+  const auto& dir = tmp.path;
   const std::string path = (dir / "t.h5").string();
   std::vector<float> data(10000);
   for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<float>(i) * 0.5f;
@@ -88,7 +89,6 @@ TEST(H5, RoundTripAndErrors) {
       IoError);
   std::ofstream(dir / "not.h5") << "hello";
   EXPECT_THROW(h5::File::open((dir / "not.h5").string()), IoError);
-  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -14,21 +14,18 @@
 #include "core/config.h"
 #include "core/error.h"
 #include "core/h5.h"
+#include "tests/test_util.h"
 
 namespace pg {
 namespace {
 
 namespace fs = std::filesystem;
 
-struct TempDir {
-  fs::path p = fs::temp_directory_path() / ("pg_robust_" + std::to_string(::getpid()) + "_" + std::to_string(rand()));
-  TempDir() { fs::create_directories(p); }
-  ~TempDir() { fs::remove_all(p); }
-  std::string write(const std::string& name, const std::string& text) const {
-    std::ofstream(p / name) << text;
-    return (p / name).string();
-  }
-};
+using testing::TempDir;
+// Writes `text` to <d>/<name>; returns the path.
+std::string write(const TempDir& d, const std::string& name, const std::string& text) {
+  return testing::write_text(d.path / name, text);
+}
 
 std::string config_error(const std::string& path, const std::vector<std::string>& sets = {}) {
   try {
@@ -41,15 +38,15 @@ std::string config_error(const std::string& path, const std::vector<std::string>
 
 TEST(CoreRobustness, BadConfigFilesAreOneLineErrorsNotCrashes) {
   TempDir d;
-  const std::string ok = d.write("ok.yaml", "model:\n  layers: 2\n");
-  EXPECT_NE(config_error(d.write("dir.yaml", "base: " + d.p.string() + "\n")).find("not a regular file"), std::string::npos);
-  EXPECT_NE(config_error(d.write("cx.yaml", "? [a, b]\n: 3\n")).find("cx.yaml:1:3: a complex (non-scalar) key"),
+  const std::string ok = write(d, "ok.yaml", "model:\n  layers: 2\n");
+  EXPECT_NE(config_error(write(d, "dir.yaml", "base: " + d.path.string() + "\n")).find("not a regular file"), std::string::npos);
+  EXPECT_NE(config_error(write(d, "cx.yaml", "? [a, b]\n: 3\n")).find("cx.yaml:1:3: a complex (non-scalar) key"),
             std::string::npos)
-      << config_error(d.p / "cx.yaml");
-  EXPECT_NE(config_error(d.write("dup.yaml", "model:\n  layers: 2\n  layers: 3\n")).find("key 'model.layers' appears twice"),
+      << config_error(d.path / "cx.yaml");
+  EXPECT_NE(config_error(write(d, "dup.yaml", "model:\n  layers: 2\n  layers: 3\n")).find("key 'model.layers' appears twice"),
             std::string::npos);
-  EXPECT_NE(config_error(d.write("empty.yaml", "")).find("empty config file"), std::string::npos);
-  EXPECT_NE(config_error(d.write("two.yaml", "a: 1\n---\nb: 2\n")).find("several YAML documents"), std::string::npos);
+  EXPECT_NE(config_error(write(d, "empty.yaml", "")).find("empty config file"), std::string::npos);
+  EXPECT_NE(config_error(write(d, "two.yaml", "a: 1\n---\nb: 2\n")).find("several YAML documents"), std::string::npos);
   EXPECT_NE(config_error(ok, {"model={[1]: 3}"}).find("complex (non-scalar) key"), std::string::npos);
   const std::string multi = config_error(ok, {"model.layers=3\n---\n4"});
   EXPECT_NE(multi.find("several YAML documents"), std::string::npos) << multi;
@@ -62,14 +59,14 @@ TEST(CoreRobustness, FuzzFindingsAreRefusedQuickly) {
   const std::string e = config_error(PG_TEST_DATA "/fuzz/config_yamlcpp_loadall_hang.yaml");
   EXPECT_NE(e.find("config_yamlcpp_loadall_hang.yaml"), std::string::npos) << e;
   TempDir d;
-  EXPECT_NE(config_error(d.write("mid.yaml", "model:\n  layers: 2\n...\ntrain: {}\n")).find("several YAML documents"),
+  EXPECT_NE(config_error(write(d, "mid.yaml", "model:\n  layers: 2\n...\ntrain: {}\n")).find("several YAML documents"),
             std::string::npos);
-  EXPECT_EQ(config_error(d.write("lead.yaml", "# comment\n---\nmodel:\n  layers: 2\n")), "");
+  EXPECT_EQ(config_error(write(d, "lead.yaml", "# comment\n---\nmodel:\n  layers: 2\n")), "");
 }
 
 TEST(CoreRobustness, SetOfAWholeSectionMergesIntoIt) {
   TempDir d;
-  const std::string ok = d.write("ok.yaml", "model:\n  layers: 2\n  d_model: 64\n");
+  const std::string ok = write(d, "ok.yaml", "model:\n  layers: 2\n  d_model: 64\n");
   YAML::Node n = cfg::load_file(ok, {"model={layers: 3}"});
   EXPECT_EQ(n["model"]["layers"].as<int>(), 3);
   EXPECT_EQ(n["model"]["d_model"].as<int>(), 64);  // kept, not replaced by the section
@@ -93,7 +90,7 @@ int with_file_size_limit(rlim_t limit, F&& f) {
 
 TEST(CoreRobustness, AFailedHdf5WriteKeepsThePreviousFileAndLeavesNoTemporary) {
   TempDir d;
-  const std::string path = (d.p / "data.h5").string();
+  const std::string path = (d.path / "data.h5").string();
   const std::vector<float> small(100, 1.5f), big(1 << 20, 2.5f);
   h5::write_atomic(path, [&](const h5::Group& r) { r.write<float>("x", small); });
   const auto before = fs::file_size(path);
@@ -110,13 +107,13 @@ TEST(CoreRobustness, AFailedHdf5WriteKeepsThePreviousFileAndLeavesNoTemporary) {
   EXPECT_EQ(code, 10) << "10 = ResourceError naming the file; 11 = without the path; 12 = other error; 13 = none";
   EXPECT_EQ(fs::file_size(path), before);
   EXPECT_EQ(h5::File::open(path).root().read<float>("x"), small);
-  for (const auto& e : fs::directory_iterator(d.p))
+  for (const auto& e : fs::directory_iterator(d.path))
     EXPECT_EQ(e.path().filename().string().find(".tmp."), std::string::npos) << e.path();
 }
 
 TEST(CoreRobustness, EveryDatasetIsChecksummedAndTypesAreNotConverted) {
   TempDir d;
-  const std::string path = (d.p / "t.h5").string();
+  const std::string path = (d.path / "t.h5").string();
   h5::write_atomic(path, [&](const h5::Group& r) {
     r.write<float>("small", std::vector<float>{1, 2, 3, 4});
     r.write<int32_t>("ints", std::vector<int32_t>{1, 2, 3});

@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "data/corpus_reader.h"
 #include "data/hash.h"
+#include "tests/test_util.h"
 
 namespace pg::data {
 namespace {
@@ -82,7 +83,8 @@ TEST(Corpus, OpensFixtureInFileOrder) {
 }
 
 TEST(Corpus, MissingDoneIsCorpusNotBuilt) {
-  fs::path dir = fs::temp_directory_path() / ("pg_data_corpus_" + std::to_string(::getpid()));
+  pg::testing::TempDir tmp;
+  const fs::path& dir = tmp.path;
   fs::create_directories(dir / "text");
   try {
     Corpus::open(dir.string(), "run `pagegram data corpus`");
@@ -92,7 +94,6 @@ TEST(Corpus, MissingDoneIsCorpusNotBuilt) {
     EXPECT_NE(m.find("corpus not built: " + dir.string()), std::string::npos) << m;
     EXPECT_NE(m.find("pagegram data corpus"), std::string::npos) << m;
   }
-  fs::remove_all(dir);
 }
 
 }  // namespace

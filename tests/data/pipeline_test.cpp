@@ -11,7 +11,7 @@
 #include <set>
 
 #include "core/error.h"
-#include "tests/data/temp_dir.h"
+#include "tests/test_util.h"
 #include "data/corpus_reader.h"
 #include "data/hash.h"
 #include "data/pipeline.h"
@@ -20,7 +20,7 @@ namespace pg::data {
 namespace {
 namespace fs = std::filesystem;
 
-using testing::TempDir;
+using pg::testing::TempDir;
 
 const std::string kFixture = PG_TEST_DATA "/corpus";
 

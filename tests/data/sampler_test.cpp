@@ -6,7 +6,7 @@
 #include <set>
 
 #include "core/error.h"
-#include "tests/data/temp_dir.h"
+#include "tests/test_util.h"
 #include "data/sampler.h"
 #include "data/token_store.h"
 
@@ -14,7 +14,7 @@ namespace pg::data {
 namespace {
 namespace fs = std::filesystem;
 
-using testing::TempDir;
+using pg::testing::TempDir;
 
 // A store whose id at position p is p (so a window's content reveals where it starts), in documents of 100.
 TokenStore position_store(const TempDir& tmp, uint32_t n_tokens) {

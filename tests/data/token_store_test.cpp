@@ -9,7 +9,7 @@
 #include "core/error.h"
 #include "core/rng.h"
 #include "data/hash.h"
-#include "tests/data/temp_dir.h"
+#include "tests/test_util.h"
 #include "data/mapped_file.h"
 #include "data/token_store.h"
 

@@ -13,7 +13,21 @@ namespace {
 
 using namespace memhash;
 
-TEST(HashGolden, VersionIsOne) { EXPECT_EQ(kHashVersion, 1); }
+// The numbers below are version 1's; a table of any other hash version (a config built in code, or read from a
+// checkpoint) is refused by make_layout instead of being addressed with these hashes.
+TEST(HashGolden, TablesOfAnotherVersionAreRefused) {
+  MemoryConfig c;
+  c.layout = "flat";
+  c.target_params = 2 * 384 * 1000;
+  ASSERT_NE(make_layout(c, 384), nullptr);
+  c.hash.version = kHashVersion + 1;
+  try {
+    make_layout(c, 384);
+    FAIL() << "hash version " << c.hash.version << " was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("memory.hash.version"), std::string::npos) << e.what();
+  }
+}
 
 TEST(HashGolden, SeedsKeysAndSignWords) {
   EXPECT_EQ(derive_seed(0, 2, 0, Role::kRow), 0xe0642cf5cba631c9ULL);

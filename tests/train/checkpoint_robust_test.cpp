@@ -17,6 +17,7 @@
 #include "train/checkpoint.h"
 #include "train/config.h"
 #include "train/trainer.h"
+#include "tests/test_util.h"
 
 namespace pg {
 namespace {
@@ -26,14 +27,13 @@ namespace fs = std::filesystem;
 class CheckpointRobustness : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = fs::temp_directory_path() / ("pg_ckrobust_" + std::to_string(::getpid()));
-    fs::create_directories(dir_);
-    cfg_ = load_experiment(PG_SOURCE_DIR "/configs/tiny.yaml",
-                           {"data.cache_dir=" + (dir_ / "cache").string(), "data.corpus=" PG_TEST_DATA "/corpus",
-                            "tokenizer.vocab_size=1024", "model.vocab=1024", "tokenizer.input_sentence_size=4000",
-                            "data.val_tokens=2048", "train.steps=4", "train.eval_interval=0", "train.eval_windows=8",
+    dir_ = testing::make_temp_dir("ckrobust");
+    cfg_ = load_experiment(
+        testing::kTinyConfig,
+        testing::with_sets(testing::tiny_fixture_sets(dir_),
+                           {"train.steps=4", "train.eval_interval=0", "train.eval_windows=8",
                             "train.checkpoint_interval=0", "memory.layout=pagegram", "memory.inject_layers=[0,1]",
-                            "memory.target_params=200000", "train.out_dir=" + (dir_ / "run").string()});
+                            "memory.target_params=200000", "train.out_dir=" + (dir_ / "run").string()}));
     data::tokenize(cfg_.data, cfg_.tokenizer);
     data::DataSet ds = data::open_dataset(cfg_.data, cfg_.tokenizer);
     TrainOptions opt;

@@ -12,8 +12,9 @@
 #include "core/h5.h"
 #include "data/pipeline.h"
 #include "train/config.h"
-#include "train/sweep.h"
+#include "sweep/spec.h"
 #include "train/trainer.h"
+#include "tests/test_util.h"
 
 namespace pg {
 namespace {
@@ -23,14 +24,13 @@ namespace fs = std::filesystem;
 class CollisionLogTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = fs::temp_directory_path() / ("pg_coll_" + std::to_string(::getpid()));
-    fs::create_directories(dir_);
-    cfg_ = load_experiment(PG_SOURCE_DIR "/configs/tiny.yaml",
-                           {"data.cache_dir=" + (dir_ / "cache").string(), "data.corpus=" PG_TEST_DATA "/corpus",
-                            "tokenizer.vocab_size=1024", "model.vocab=1024", "tokenizer.input_sentence_size=4000",
-                            "data.val_tokens=2048", "train.steps=8", "train.eval_interval=0", "train.eval_windows=16",
+    dir_ = testing::make_temp_dir("coll");
+    cfg_ = load_experiment(
+        testing::kTinyConfig,
+        testing::with_sets(testing::tiny_fixture_sets(dir_),
+                           {"train.steps=8", "train.eval_interval=0", "train.eval_windows=16",
                             "train.checkpoint_interval=0", "train.log_interval=1", "memory.layout=pagegram",
-                            "memory.target_params=200000", "memory.inject_layers=[0, 1]"});
+                            "memory.target_params=200000", "memory.inject_layers=[0, 1]"}));
     data::tokenize(cfg_.data, cfg_.tokenizer);
   }
   static void TearDownTestSuite() { fs::remove_all(dir_); }

@@ -20,6 +20,7 @@
 #include "data/pipeline.h"
 #include "train/config.h"
 #include "train/trainer.h"
+#include "tests/test_util.h"
 
 namespace pg {
 namespace {
@@ -87,16 +88,14 @@ Record record_of(const std::string& out_dir) {
 class GoldenRuns : public ::testing::TestWithParam<std::string> {
  protected:
   static void SetUpTestSuite() {
-    dir_ = fs::temp_directory_path() / ("pg_golden_" + std::to_string(::getpid()));
-    fs::create_directories(dir_);
-    base_ = load_experiment(PG_SOURCE_DIR "/configs/tiny.yaml",
-                            {"data.cache_dir=" + (dir_ / "cache").string(), "data.corpus=" PG_TEST_DATA "/corpus",
-                             "tokenizer.vocab_size=1024", "model.vocab=1024", "tokenizer.input_sentence_size=4000",
-                             "data.val_tokens=2048", "model.d_model=64", "model.context=64", "train.steps=10",
-                             "train.tokens_per_step=2048", "train.micro_batch=16", "train.eval_interval=5",
-                             "train.eval_windows=16", "train.checkpoint_interval=0", "train.log_interval=1",
-                             "memory.inject_layers=[0,1]", "memory.target_params=300000", "memory.heads=4",
-                             "memory.head_dim=32", "train.threads=2"});
+    dir_ = testing::make_temp_dir("golden");
+    base_ = load_experiment(
+        testing::kTinyConfig,
+        testing::with_sets(testing::tiny_fixture_sets(dir_),
+                           {"model.d_model=64", "model.context=64", "train.steps=10", "train.tokens_per_step=2048",
+                            "train.micro_batch=16", "train.eval_interval=5", "train.eval_windows=16",
+                            "train.checkpoint_interval=0", "train.log_interval=1", "memory.inject_layers=[0,1]",
+                            "memory.target_params=300000", "memory.heads=4", "memory.head_dim=32", "train.threads=2"}));
     data::tokenize(base_.data, base_.tokenizer);
   }
   static void TearDownTestSuite() { fs::remove_all(dir_); }

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "tests/test_util.h"
 
 namespace pg {
 namespace {
@@ -14,7 +15,7 @@ namespace {
 ExperimentConfig tiny(const std::vector<std::string>& extra) {
   std::vector<std::string> sets = {"train.tokens_per_step=512", "train.micro_batch=8"};  // 2 micro-batches per step
   sets.insert(sets.end(), extra.begin(), extra.end());
-  return load_experiment(PG_SOURCE_DIR "/configs/tiny.yaml", sets);
+  return load_experiment(pg::testing::kTinyConfig, sets);
 }
 
 TEST(Overhead, TimesEveryConfigEveryRoundAndTheMemoryPhases) {
@@ -61,5 +62,28 @@ TEST(Overhead, ConfigsOfDifferentShapesAreRejected) {
   }
 }
 
+TEST(Overhead, RowsArePerRoundRatiosAgainstTheBaseline) {
+  EXPECT_EQ(median({}), 0.0);
+  EXPECT_EQ(median({3.0, 1.0, 2.0}), 2.0);
+  EXPECT_EQ(median({4.0, 1.0, 3.0, 2.0}), 2.5);
+  OverheadResult r;
+  r.tokens_per_step = 1000;
+  r.variants.push_back({"none", "none", {1.0, 2.0, 1.0}, {}});
+  r.variants.push_back({"flat", "flat", {1.25, 2.5, 2.0}, {}});
+  r.variants[1].phases.gather = 0.575;  // 10% of its 5.75 s
+  const std::vector<OverheadRow> rows = overhead_rows(r);
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_DOUBLE_EQ(rows[0].overhead_median, 0.0);
+  EXPECT_DOUBLE_EQ(rows[0].tok_s_max, 1000.0);
+  // rounds: 1 - 1/1.25 = 20%, 1 - 2/2.5 = 20%, 1 - 1/2 = 50%: the slow second round cancels
+  EXPECT_DOUBLE_EQ(rows[1].overhead_median, 20.0);
+  EXPECT_DOUBLE_EQ(rows[1].overhead_max, 50.0);
+  EXPECT_DOUBLE_EQ(rows[1].tok_s_min, 400.0);
+  EXPECT_DOUBLE_EQ(rows[1].tok_s_median, 500.0);
+  EXPECT_DOUBLE_EQ(rows[1].seconds, 5.75);
+  EXPECT_NEAR(rows[1].memory_share, 10.0, 1e-12);
+}
+
 }  // namespace
 }  // namespace pg
+

@@ -1,0 +1,23 @@
+// Small text and file helpers shared by every folder: whole-file read, atomic text write, the tail of a log file,
+// JSON string escaping, and the two human formats of durations and counts used in progress lines and tables.
+#pragma once
+#include <string>
+
+namespace pg {
+
+// Reads a whole (small) file into a string; throws IoError naming the file.
+std::string read_file(const std::string& path);
+// Writes `text` to a temp file next to `path` (parent directories created), then renames it over `path`: a
+// crash never leaves a half-written file. Throws IoError naming the file.
+void write_text_atomic(const std::string& path, const std::string& text);
+// The last `lines` lines of a text file (reads at most its last 8 KiB), each prefixed "    | "; a terminal
+// progress line's '\r' segments are reduced to the last. "(no output file <path>)" when it cannot be opened.
+std::string tail_lines(const std::string& path, int lines);
+// `s` as a JSON string literal, quotes included.
+std::string json_escape(const std::string& s);
+// "1h05m" / "3m07s" (rounded to the nearest second); "?" for a negative or non-finite value.
+std::string fmt_duration(double seconds);
+// "3.2B", "200M", "12.5K", "512" (4 significant digits) — for table headings, file names and progress lines.
+std::string format_count(double count);
+
+}  // namespace pg

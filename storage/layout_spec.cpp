@@ -1,0 +1,59 @@
+// Implementation of storage/layout_spec.h.
+#include "storage/layout_spec.h"
+
+#include <type_traits>
+
+#include "core/error.h"
+
+namespace pg {
+
+namespace {
+// Checks a slot count against the range MemoryConfig declares for memory.slots.
+struct SlotsRangeCheck {
+  int64_t slots;
+  std::string where;
+  template <class T, class C = cfg::NoCheck>
+  void operator()(const char* key, T&, const char* help, const C& c = C{}) {
+    if constexpr (std::is_same_v<C, cfg::Range>)
+      if (std::string(key) == "slots") cfg::check(slots, c, where, "memory.slots", help);
+  }
+};
+}  // namespace
+
+std::string FlashLayoutSpec::label() const { return layout == "pagegram" ? str("pagegram(S=", slots, ")") : layout; }
+
+FlashLayoutSpec parse_flash_layout(const std::string& text, int64_t default_slots) {
+  FlashLayoutSpec s;
+  const size_t colon = text.find(':');
+  s.layout = text.substr(0, colon);
+  if (s.layout != "flat" && s.layout != "engram" && s.layout != "pagegram")
+    throw UserError(str("--layouts: unknown layout '", text, "' (hint: flat, engram, pagegram or pagegram:S)"));
+  s.slots = default_slots;
+  if (colon != std::string::npos) {
+    if (s.layout != "pagegram") throw UserError(str("--layouts: '", text, "': only pagegram takes :S slots"));
+    try {
+      size_t pos = 0;
+      s.slots = std::stoll(text.substr(colon + 1), &pos);
+      if (pos != text.size() - colon - 1) throw 0;
+    } catch (...) {
+      throw UserError(str("--layouts: '", text, "': slots after ':' must be an integer (e.g. pagegram:15)"));
+    }
+    MemoryConfig m;
+    SlotsRangeCheck check{s.slots, str("--layouts '", text, "'")};
+    m.visit(check);
+  }
+  if (s.layout != "pagegram") s.slots = 0;
+  return s;
+}
+
+std::unique_ptr<MemoryLayout> make_storage_layout(const MemoryConfig& base, int64_t d_model, const FlashLayoutSpec& spec,
+                                                  double params, const CompressedVocab* vocab) {
+  MemoryConfig m = base;
+  m.layout = spec.layout;
+  if (spec.layout == "pagegram" && spec.slots > 0) m.slots = spec.slots;
+  if (params > 0) m.target_params = static_cast<int64_t>(params);
+  if (!vocab) m.hash.engram_faithful = false;
+  return make_layout(m, d_model, vocab);
+}
+
+}  // namespace pg

@@ -1,0 +1,178 @@
+// Implementation of sweep/records.h (format: experiments/RECORDS.md).
+#include "sweep/records.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <sstream>
+#include <type_traits>
+
+#include "core/h5.h"
+#include "core/text.h"
+#include "sweep/status.h"
+
+namespace pg {
+
+namespace fs = std::filesystem;
+
+std::string record_path(const SweepSpec& spec, const SweepRun& run) {
+  const fs::path dir = fs::absolute(spec.path).parent_path() / "records";
+  return (dir / (run.name + "-" + run.hash + ".json")).lexically_normal().string();
+}
+
+bool record_exists(const SweepSpec& spec, const SweepRun& run) { return fs::exists(record_path(spec, run)); }
+
+namespace {
+std::string num(double v) {
+  if (!std::isfinite(v)) return "null";
+  char b[40];
+  std::snprintf(b, sizeof b, "%.17g", v);
+  return b;
+}
+template <class T>
+std::string json_array(const std::vector<T>& v) {
+  std::string o = "[";
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i) o += ", ";
+    if constexpr (std::is_integral_v<T>) o += std::to_string(v[i]);
+    else o += num(static_cast<double>(v[i]));
+  }
+  return o + "]";
+}
+
+// The run's /collisions group in a few numbers per order: means over logged steps and heads of each per-head
+// statistic, the per-order means of page_mates and distinct, and the last logged step's foreign shares.
+// null when the log has no collision statistics.
+std::string collision_summary_json(const h5::Group& r) {
+  if (!r.has("collisions")) return "null";
+  const h5::Group c = r.sub("collisions");
+  const auto orders = c.read<int64_t>("orders");
+  const size_t no = orders.size();
+  std::vector<uint64_t> shape;
+  const auto touched = c.read<double>("lookups_per_row", &shape);
+  if (no == 0 || shape.size() != 3 || shape[1] != no) return "null";
+  const size_t R = shape[0], K = shape[2];
+  std::ostringstream j;
+  j << "{\"orders\": " << json_array(orders) << ", \"steps_logged\": " << R << ", \"heads\": " << K;
+  for (const char* name : {"lookups_per_row", "foreign_step", "foreign_owner", "co_heads"}) {
+    const auto v = c.read<double>(name);
+    std::vector<double> mean(no, 0.0), last(no, 0.0);
+    for (size_t o = 0; o < no; ++o) {
+      double sum = 0;
+      int64_t n = 0;
+      for (size_t row = 0; row < R; ++row)
+        for (size_t k = 0; k < K; ++k) {
+          const double x = v[(row * no + o) * K + k];
+          if (std::isfinite(x)) sum += x, ++n;
+          if (row + 1 == R) last[o] += x / static_cast<double>(K);
+        }
+      mean[o] = n ? sum / static_cast<double>(n) : NAN;
+    }
+    j << ", \"" << name << "_mean\": " << json_array(mean);
+    if (std::string(name).rfind("foreign", 0) == 0) j << ", \"" << name << "_last\": " << json_array(last);
+  }
+  for (const char* name : {"page_mates", "distinct"}) {
+    std::vector<double> v;
+    if (std::string(name) == "distinct") {
+      const auto d = c.read<int64_t>(name);
+      v.assign(d.begin(), d.end());
+    } else {
+      v = c.read<double>(name);
+    }
+    std::vector<double> mean(no, 0.0);
+    for (size_t o = 0; o < no; ++o) {
+      double sum = 0;
+      int64_t n = 0;
+      for (size_t row = 0; row < R; ++row)
+        if (std::isfinite(v[row * no + o])) sum += v[row * no + o], ++n;
+      mean[o] = n ? sum / static_cast<double>(n) : NAN;
+    }
+    j << ", \"" << name << "_mean\": " << json_array(mean);
+  }
+  return j.str() + "}";
+}
+
+}  // namespace
+
+std::string run_record_json(const SweepSpec& spec, const SweepRun& run) {
+  const std::string log = run.dir + "/log.h5";
+  if (!fs::exists(log)) throw IoError(str(log, ": missing (hint: the run has not started here)"));
+  h5::File f = h5::File::open(log);
+  h5::Group r = f.root();
+  const std::string status = r.has_attr("status") ? r.attr_string("status") : "";
+  if (status != "finished" && status != "diverged")
+    throw IoError(str(log, ": status '", status, "', not finished (hint: `pagegram sweep run ", spec.path, "`)"));
+  auto attr = [&](const char* k) { return r.has_attr(k) ? r.attr_string(k) : std::string(); };
+  // a log may lack a series (a run that diverged before its first evaluation): empty arrays then
+  auto series_i = [&](const char* g, const char* n) {
+    return r.has(g) && r.sub(g).has(n) ? r.sub(g).read<int64_t>(n) : std::vector<int64_t>{};
+  };
+  auto series_d = [&](const char* g, const char* n) {
+    return r.has(g) && r.sub(g).has(n) ? r.sub(g).read<double>(n) : std::vector<double>{};
+  };
+  const auto steps = series_i("train", "step");
+  const auto loss = series_d("train", "loss");
+  const auto tokens = series_i("train", "tokens");
+  const auto tps = series_d("train", "tok_per_s");
+  const auto elapsed = series_d("train", "elapsed_s");
+  std::vector<double> tps_sorted(tps);
+  std::sort(tps_sorted.begin(), tps_sorted.end());
+  std::ostringstream j;
+  j << "{\n  \"format\": \"pagegram-run-record\", \"format_version\": 1,\n";
+  j << "  \"sweep\": " << json_escape(spec.name()) << ", \"name\": " << json_escape(run.name)
+    << ", \"variant\": " << json_escape(run.variant) << ", \"seed\": " << run.seed << ",\n";
+  j << "  \"grid\": {";
+  for (size_t a = 0; a < run.grid.size(); ++a)
+    j << (a ? ", " : "") << json_escape(run.grid[a].first) << ": " << json_escape(run.grid[a].second);
+  j << "}, \"config_hash\": " << json_escape(run.hash) << ",\n";
+  j << "  \"status\": " << json_escape(status) << ", \"revision\": " << json_escape(attr("revision"))
+    << ", \"kernels\": " << json_escape(attr("kernels")) << ",\n  \"cpu\": " << json_escape(attr("cpu"))
+    << ", \"host\": " << json_escape(attr("host")) << ", \"threads\": "
+    << (r.has_attr("threads") ? r.attr_int("threads") : 0) << ",\n";
+  j << "  \"compiler_flags\": " << json_escape(attr("compiler_flags")) << ", \"started\": " << json_escape(attr("started"))
+    << ", \"updated\": " << json_escape(attr("updated")) << ",\n";
+  j << "  \"steps\": " << (steps.empty() ? 0 : steps.back()) << ", \"total_steps\": " << run.config.train.total_steps()
+    << ", \"tokens\": " << (tokens.empty() ? 0 : tokens.back()) << ",\n";
+  j << "  \"train_seconds\": " << num(elapsed.empty() ? 0.0 : elapsed.back())
+    << ", \"tok_per_s_median\": " << num(tps_sorted.empty() ? 0.0 : tps_sorted[tps_sorted.size() / 2]) << ",\n";
+  const auto ev_loss = series_d("eval", "loss");
+  j << "  \"final\": {\"heldout_loss\": " << num(ev_loss.empty() ? NAN : ev_loss.back())
+    << ", \"train_loss\": " << num(loss.empty() ? NAN : loss.back()) << "},\n";
+  j << "  \"eval\": {\"step\": " << json_array(series_i("eval", "step")) << ", \"tokens\": "
+    << json_array(series_i("eval", "tokens")) << ",\n           \"loss\": " << json_array(ev_loss) << "},\n";
+  j << "  \"train\": {\"step\": " << json_array(steps) << ",\n            \"loss\": " << json_array(loss) << "},\n";
+  j << "  \"scalars_last\": {";
+  if (r.has("scalars")) {
+    const h5::Group sc = r.sub("scalars");
+    bool first = true;
+    for (const auto& name : sc.children()) {
+      const auto v = sc.sub(name).read<double>("value");
+      if (v.empty()) continue;
+      j << (first ? "" : ", ") << json_escape(name) << ": " << num(v.back());
+      first = false;
+    }
+  }
+  j << "},\n";
+  j << "  \"collisions\": " << collision_summary_json(r) << ",\n";
+  j << "  \"config\": " << json_escape(attr("config")) << "\n}\n";
+  return j.str();
+}
+
+std::string write_run_record(const SweepSpec& spec, const SweepRun& run) {
+  const std::string p = record_path(spec, run);
+  write_text_atomic(p, run_record_json(spec, run));
+  return p;
+}
+
+std::vector<std::string> write_sweep_records(const SweepSpec& spec, const std::vector<SweepRun>& runs) {
+  std::vector<std::string> written;
+  for (const SweepRun& r : runs) {
+    const RunState st = run_status(r).state;
+    if (st == RunState::kFinished || st == RunState::kDiverged) written.push_back(write_run_record(spec, r));
+  }
+  return written;
+}
+
+}  // namespace pg
+

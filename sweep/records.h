@@ -1,0 +1,24 @@
+// Compact run records (committed to the repo; a sweep resumes from them on any machine).
+#pragma once
+#include <string>
+#include <vector>
+
+#include "sweep/spec.h"
+
+namespace pg {
+
+// <directory of the sweep file>/records/<name>-<hash>.json: the run's identity (sweep, name, variant, seed,
+// grid point, config hash, full resolved config), provenance (revision, kernels, cpu, host, compiler flags,
+// threads), status, the held-out curve, the training loss of every logged step, the last value of every
+// logged scalar, throughput and wall time. Format: experiments/RECORDS.md.
+std::string record_path(const SweepSpec& spec, const SweepRun& run);
+bool record_exists(const SweepSpec& spec, const SweepRun& run);
+// The record of a finished (or diverged) run directory, as JSON text; IoError when the log is missing or unfinished.
+std::string run_record_json(const SweepSpec& spec, const SweepRun& run);
+// Writes the record atomically; returns its path.
+std::string write_run_record(const SweepSpec& spec, const SweepRun& run);
+
+// Writes the record of every finished or diverged run of `runs` (`pagegram sweep record`); returns their paths.
+std::vector<std::string> write_sweep_records(const SweepSpec& spec, const std::vector<SweepRun>& runs);
+
+}  // namespace pg

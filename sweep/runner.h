@@ -1,0 +1,80 @@
+// The local sweep runner: every unfinished run as a `pagegram train` child process, `parallel` at a time, each
+// pinned to its slice of the CPUs. It prints nothing: it reports a plan and events (start, done, diverged,
+// failed, progress, summary) to a callback, and the command line (cli/sweep_cmd.cpp) prints them.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "sweep/spec.h"
+
+namespace pg {
+
+struct SweepRunOptions {
+  int64_t parallel = 0;      // 0: the sweep file's
+  int64_t cores = 0;         // 0: CPUs this process may use
+  std::string binary;        // pagegram executable for the child runs; empty: /proc/self/exe
+  std::vector<std::string> only;  // shell patterns (fnmatch) on run names: run only the matching ones; empty: all
+  double poll_seconds = 1.0;
+  double progress_seconds = 60.0;  // a kProgress event at most this often (0: after every poll, for a terminal)
+};
+
+// One step of the runner, for the caller to show. `text` is the finished line (no trailing newline).
+struct SweepEvent {
+  enum Kind {
+    kHeader,       // the plan's header line, before anything runs
+    kSkipped,      // a diverged run not retried, or a run another runner holds
+    kStart,        // a child was started
+    kDone,         // a run finished (its record written)
+    kDiverged,     // a run diverged (a result, recorded; not retried)
+    kFailed,       // a run exited non-zero or unfinished (failed.txt written; the sweep goes on)
+    kProgress,     // done/total, the running runs' steps and an ETA
+    kInterrupted,  // SIGINT/SIGTERM stopped the running children
+    kSummary,      // the last event: finished / failed / diverged counts
+  };
+  Kind kind;
+  std::string run;  // the run's name (events about one run)
+  std::string text;
+};
+using SweepEventFn = std::function<void(const SweepEvent&)>;
+
+// What `sweep run` would do, run by run (the dry run shows it; run_sweep works from it).
+struct SweepPlanRow {
+  std::string name, hash;
+  std::string action;  // "skip (finished)", "resume at step 12/40", "run 40 steps", ...
+  std::string sets;    // the run's overrides as ` --set k=v` arguments (quoted where a shell needs it)
+};
+struct SweepPlan {
+  std::string header;  // "sweep NAME: N runs, F finished, Q to run, P at a time x T threads, in DIR"
+  std::vector<SweepPlanRow> rows;
+  std::string footer;  // base config, binary, threads per run
+};
+
+struct SweepRunResult {
+  int64_t total = 0, already_finished = 0, launched = 0, finished = 0;
+  int64_t not_selected = 0;               // unfinished runs left out by `only`
+  std::vector<std::string> failed;        // names of runs that exited non-zero (or ended unfinished)
+  std::vector<std::string> diverged;      // runs whose log says diverged: a result, skipped (not retried)
+  std::vector<std::string> locked;        // runs another runner holds
+  bool interrupted = false;
+};
+
+// The plan of `sweep run` (writes nothing). UserError when `only` matches no run.
+SweepPlan plan_sweep(const SweepSpec& spec, const SweepRunOptions& opt);
+
+// Runs every unfinished run (finished and diverged runs are skipped: divergence is deterministic) as `pagegram train
+// --config <dir>/config.yaml --resume --set train.threads=N` children (N = cores / parallel), at most `parallel` at
+// a time; output to <dir>/train.out. A finished or diverged run that has no record gets one. Children die with the
+// runner (PR_SET_PDEATHSIG) and resume from their checkpoints next time. A failed run is reported with the tail of
+// its train.out and the sweep goes on. SIGINT/SIGTERM stop the children and return interrupted.
+SweepRunResult run_sweep(const SweepSpec& spec, const SweepRunOptions& opt, const SweepEventFn& on_event = {});
+
+// Builds (or finds cached) the token stores of every distinct data + tokenizer section of the runs, in this
+// process (`pagegram sweep prepare`); one line per distinct section. The corpus itself must exist.
+std::vector<std::string> prepare_sweep_data(const std::vector<SweepRun>& runs);
+
+// This process's executable (/proc/self/exe): the default pagegram binary of child runs and Slurm scripts.
+std::string self_executable();
+
+}  // namespace pg

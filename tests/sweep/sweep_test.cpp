@@ -1,0 +1,381 @@
+// Sweeps: expansion (names, overrides, seeds, config hashes), bad sweep files named by key path, the Slurm
+// script's content, collect merging only matching hashes, and run -> rerun skipping finished runs (tiny model).
+#include "sweep/collect.h"
+#include "sweep/records.h"
+#include "sweep/runner.h"
+#include "sweep/slurm.h"
+#include "sweep/spec.h"
+#include "sweep/status.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "core/h5.h"
+#include "data/pipeline.h"
+#include "tests/test_util.h"
+#include "train/run_log.h"
+
+namespace pg {
+namespace {
+
+namespace fs = std::filesystem;
+
+using pg::testing::slurp;
+using pg::testing::write_text;
+fs::path temp_dir(const std::string& tag) { return pg::testing::make_temp_dir("sweep_" + tag); }
+const std::string& kTiny = pg::testing::kTinyConfig;
+
+class SweepSpecTest : public ::testing::Test {
+ protected:
+  void SetUp() override { dir_ = temp_dir("spec"); }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string sweep_file(const std::string& body) {
+    return write_text(dir_ / "sweep.yaml", "base: " + kTiny + "\nout_dir: " + (dir_ / "runs").string() + "\n" + body);
+  }
+  // The ConfigError message of loading and expanding a sweep file ("" when it loads).
+  std::string error_of(const std::string& body) {
+    try {
+      expand_sweep(load_sweep(sweep_file(body)));
+    } catch (const ConfigError& e) {
+      return e.what();
+    }
+    return "";
+  }
+  fs::path dir_;
+};
+
+TEST_F(SweepSpecTest, ExpandsVariantsGridAndSeedsIntoNamedRuns) {
+  SweepSpec spec = load_sweep(sweep_file(R"(
+name: t
+seeds: [0, 1]
+tokens: 4096
+set: {train.eval_interval: 2}
+variants:
+  none: {}
+  flat: {memory: {layout: flat, target_params: 20000, inject_layers: [0, 1]}}
+grid:
+  memory.lr_mult: [10, 70]
+)"));
+  std::vector<SweepRun> runs = expand_sweep(spec);
+  ASSERT_EQ(runs.size(), 8u);
+  const std::vector<std::string> names = {"none-lr_mult=10-s0", "none-lr_mult=70-s0", "flat-lr_mult=10-s0",
+                                          "flat-lr_mult=70-s0", "none-lr_mult=10-s1", "none-lr_mult=70-s1",
+                                          "flat-lr_mult=10-s1", "flat-lr_mult=70-s1"};
+  for (size_t i = 0; i < runs.size(); ++i) EXPECT_EQ(runs[i].name, names[i]);
+  EXPECT_EQ(runs[2].overrides,
+            (std::vector<std::string>{"train.tokens=4096", "train.eval_interval=2", "memory.layout=flat",
+                                      "memory.target_params=20000", "memory.inject_layers=[0, 1]",
+                                      "memory.lr_mult=10", "train.seed=0"}));
+  EXPECT_EQ(runs[2].variant, "flat");
+  EXPECT_EQ(runs[2].grid, (std::vector<std::pair<std::string, std::string>>{{"memory.lr_mult", "10"}}));
+  for (const auto& r : runs) {
+    EXPECT_EQ(r.config.train.seed, r.seed);
+    EXPECT_EQ(r.config.train.tokens, 4096);
+    EXPECT_EQ(r.config.train.eval_interval, 2);
+    EXPECT_EQ(r.config.train.threads, 0);
+    EXPECT_EQ(r.dir, (dir_ / "runs" / (r.name + "-" + r.hash)).string());
+    EXPECT_EQ(r.config.train.out_dir, r.dir);
+    EXPECT_EQ(r.hash.size(), 8u);
+  }
+  EXPECT_EQ(runs[6].seed, 1);
+  EXPECT_EQ(runs[2].config.memory.layout, "flat");
+  EXPECT_EQ(runs[2].config.memory.lr_mult, 10.0);
+  EXPECT_EQ(runs[3].config.memory.lr_mult, 70.0);
+  EXPECT_EQ(runs[2].config.memory.inject_layers, (std::vector<int64_t>{0, 1}));
+
+  // Hashes: stable across expansions, distinct for distinct configs, blind to threads and out_dir.
+  std::vector<SweepRun> again = expand_sweep(load_sweep(spec.path));
+  std::set<std::string> hashes;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    EXPECT_EQ(runs[i].hash, again[i].hash);
+    hashes.insert(runs[i].hash);
+  }
+  EXPECT_EQ(hashes.size(), runs.size());
+  ExperimentConfig c = runs[0].config;
+  c.train.threads = 2;
+  c.train.out_dir = "/elsewhere";
+  EXPECT_EQ(config_hash(c), runs[0].hash);
+  c.train.lr *= 1.5;
+  EXPECT_NE(config_hash(c), runs[0].hash);
+  // The default out_dir and the implicit variant.
+  SweepSpec plain = load_sweep(write_text(dir_ / "plain.yaml", "name: p\nbase: " + kTiny + "\nseeds: [3]\n"));
+  EXPECT_EQ(plain.out_dir(), "runs/p");
+  std::vector<SweepRun> pr = expand_sweep(plain);
+  ASSERT_EQ(pr.size(), 1u);
+  EXPECT_EQ(pr[0].name, "base-s3");
+  EXPECT_EQ(pr[0].dir, (fs::absolute("runs/p") / ("base-s3-" + pr[0].hash)).lexically_normal().string());
+}
+
+TEST_F(SweepSpecTest, BadSweepFilesNameTheKeyPath) {
+  auto has = [](const std::string& msg, const std::string& part) {
+    return msg.find(part) != std::string::npos ? ::testing::AssertionSuccess()
+                                               : ::testing::AssertionFailure() << "'" << msg << "' lacks '" << part << "'";
+  };
+  EXPECT_TRUE(has(error_of("nmae: x\nseeds: [0]\n"), "unknown key 'nmae' (did you mean 'name'?)"));
+  EXPECT_TRUE(has(error_of("name: x\nseeds: [0]\nvariants: {flat: {memory.layot: flat}}\n"),
+                  "key 'variants.flat.memory.layot': not a config key (did you mean 'memory.layout'?)"));
+  EXPECT_TRUE(has(error_of("name: x\nseeds: [0]\nset: {train: {bogus: 1}}\n"), "key 'set.train.bogus'"));
+  EXPECT_TRUE(has(error_of("name: x\nseeds: [a]\n"), "key 'seeds[0]': expected an integer"));
+  EXPECT_TRUE(has(error_of("name: x\n"), "key 'seeds': missing"));
+  EXPECT_TRUE(has(error_of("name: x y\nseeds: [0]\n"), "key 'name'"));
+  EXPECT_TRUE(has(error_of("name: x\nseeds: [0, 0]\n"), "key 'seeds': a seed is listed twice"));
+  EXPECT_TRUE(has(error_of("name: x\nseeds: [0]\nparallel: 0\n"), "'parallel'"));
+  EXPECT_TRUE(has(error_of("name: x\nseeds: [0]\nset: {train.seed: 3}\n"), "key 'set.train.seed': the sweep owns"));
+  EXPECT_TRUE(has(error_of("name: x\nseeds: [0]\nset: {train.out_dir: a}\n"), "key 'set.train.out_dir'"));
+  EXPECT_TRUE(has(error_of("name: x\nseeds: [0]\ngrid: {memory.slots: 4}\n"), "key 'grid.memory.slots': expected a non-empty list"));
+  EXPECT_TRUE(has(error_of("name: x\nseeds: [0]\nvariants: {a-b: {}}\n"), "key 'variants.a-b'"));
+  EXPECT_TRUE(has(error_of("name: x\nseeds: [0]\nvariants: [a, b]\n"), "key 'variants'"));
+  // Values are checked by the config machinery when the run resolves; the message names run, key and origin.
+  const std::string bad = error_of("name: x\nseeds: [0]\nvariants: {v: {memory.layout: pagegam}}\n");
+  EXPECT_TRUE(has(bad, "run 'v-s0'"));
+  EXPECT_TRUE(has(bad, "memory.layout"));
+  EXPECT_TRUE(has(bad, "variants.v"));
+  EXPECT_TRUE(has(error_of("name: x\nseeds: [0]\ntokens: 1000\nset: {train.steps: 3}\n"), "key 'tokens'"));
+  EXPECT_THROW(load_sweep(write_text(dir_ / "nobase.yaml", "name: x\nbase: missing.yaml\nseeds: [0]\n")), IoError);
+  EXPECT_THROW(load_sweep((dir_ / "absent.yaml").string()), IoError);
+}
+
+TEST_F(SweepSpecTest, SlurmScriptHasOneArrayTaskPerRun) {
+  SweepSpec spec = load_sweep(sweep_file("name: cl\nseeds: [0, 1]\nvariants: {none: {}, flat: {memory.layout: flat, "
+                                         "memory.target_params: 20000, memory.inject_layers: [0]}}\n"));
+  std::vector<SweepRun> runs = expand_sweep(spec);
+  ASSERT_EQ(runs.size(), 4u);
+  SlurmOptions opt;
+  opt.script = (dir_ / "job.sh").string();
+  opt.partition = "cpu";
+  opt.time = "01:30:00";
+  opt.cpus = 4;
+  opt.binary = "/opt/pg/bin/pagegram";
+  write_slurm(spec, runs, opt);
+  const std::string s = slurp(opt.script);
+  const std::string runs_txt = (dir_ / "runs" / "runs.txt").string();
+  for (const std::string& part :
+       {std::string("#!/bin/bash\n"), std::string("#SBATCH --array=0-3\n"), std::string("#SBATCH --cpus-per-task=4\n"),
+        std::string("#SBATCH --partition=cpu\n"), std::string("#SBATCH --time=01:30:00\n"),
+        std::string("#SBATCH --job-name=pg-cl\n"), "#SBATCH --output=" + (dir_ / "runs").string() + "/slurm-%A_%a.out\n",
+        std::string("PAGEGRAM=/opt/pg/bin/pagegram\n"),
+        "RUN=$(sed -n \"$((SLURM_ARRAY_TASK_ID + 1))p\" " + runs_txt + ")\n",
+        std::string("if \"$PAGEGRAM\" sweep finished \"$RUN\"; then"),
+        std::string("\"$PAGEGRAM\" train --config \"$RUN/config.yaml\" --resume --set "
+                    "train.threads=$SLURM_CPUS_PER_TASK >> \"$RUN/train.out\" 2>&1\n")})
+    EXPECT_NE(s.find(part), std::string::npos) << "missing: " << part << "\nin:\n" << s;
+  EXPECT_TRUE((fs::status(opt.script).permissions() & fs::perms::owner_exec) != fs::perms::none);
+  // runs.txt: one absolute run directory per line, in expansion order; each holds its resolved config.
+  std::stringstream lines(slurp(runs_txt));
+  size_t i = 0;
+  for (std::string l; std::getline(lines, l); ++i) {
+    ASSERT_LT(i, runs.size());
+    EXPECT_EQ(l, runs[i].dir);
+    EXPECT_TRUE(fs::path(l).is_absolute());
+    ExperimentConfig c = parse_experiment(slurp(fs::path(l) / "config.yaml"), l);
+    EXPECT_EQ(c.train.out_dir, runs[i].dir);
+    EXPECT_EQ(config_hash(c), runs[i].hash);
+  }
+  EXPECT_EQ(i, runs.size());
+  // Without a partition there is no partition line.
+  opt.partition.clear();
+  EXPECT_EQ(slurm_script(spec, 4, runs_txt, opt).find("--partition"), std::string::npos);
+  EXPECT_TRUE(fs::exists(dir_ / "runs" / "sweep.json"));
+}
+
+// A finished run directory as another machine would leave it (only log.h5 matters to collect).
+void fake_finished_run(const fs::path& dir, ExperimentConfig cfg, const std::string& status = "finished") {
+  fs::create_directories(dir);
+  cfg.train.out_dir = "/cluster/scratch/" + dir.filename().string();
+  cfg.train.threads = 8;
+  RunLog log((dir / "log.h5").string(), RunMeta{cfg::dump(cfg), "test", 8, false, "0"});
+  log.train_row(1, 1024, 6.0, 1e-3, 1.0, 1000.0, 0.5);
+  log.eval_row(1, 1024, 5.5);
+  log.set_status(status);
+  log.flush();
+  std::ofstream(dir / "checkpoint.h5") << "not really a checkpoint";
+}
+
+TEST_F(SweepSpecTest, CollectMergesOnlyFinishedRunsWithTheSameHash) {
+  SweepSpec spec = load_sweep(sweep_file("name: co\nseeds: [0, 1, 2]\n"));
+  std::vector<SweepRun> runs = expand_sweep(spec);
+  ASSERT_EQ(runs.size(), 3u);
+  const fs::path remote = dir_ / "remote";
+  auto leaf = [](const SweepRun& r) { return fs::path(r.dir).filename(); };
+  fake_finished_run(remote / leaf(runs[0]), runs[0].config);  // matches: merged
+  ExperimentConfig other = runs[1].config;
+  other.train.lr *= 2;  // right name and hash in the directory name, another config inside: refused
+  fake_finished_run(remote / leaf(runs[1]), other);
+  fake_finished_run(remote / (runs[1].name + "-deadbeef"), runs[1].config);  // another hash: never looked at
+  fake_finished_run(remote / leaf(runs[2]), runs[2].config, "running");     // unfinished: refused
+  CollectResult r = collect_sweep(spec, runs, {remote.string()});
+  ASSERT_EQ(r.merged.size(), 1u);
+  EXPECT_EQ(r.merged[0].rfind(runs[0].name + ": from ", 0), 0u);
+  EXPECT_EQ(r.refused.size(), 2u);
+  EXPECT_EQ(r.missing, (std::vector<std::string>{runs[1].name, runs[2].name}));
+  EXPECT_TRUE(run_dir_finished(runs[0].dir));
+  EXPECT_TRUE(fs::exists(fs::path(runs[0].dir) / "checkpoint.h5"));
+  EXPECT_EQ(parse_experiment(slurp(fs::path(runs[0].dir) / "config.yaml"), "c").train.out_dir, runs[0].dir);
+  EXPECT_FALSE(fs::exists(runs[1].dir));
+  EXPECT_EQ(run_status(runs[0]).state, RunState::kFinished);
+  EXPECT_EQ(run_status(runs[1]).state, RunState::kPending);
+  // Again: the merged run is already here and nothing is copied twice.
+  CollectResult again = collect_sweep(spec, runs, {remote.string()});
+  EXPECT_TRUE(again.merged.empty());
+  EXPECT_EQ(again.had, (std::vector<std::string>{runs[0].name}));
+}
+
+// Runs the tiny model on the fixture corpus through the pagegram binary: 2 seeds x (a good and a broken variant),
+// one run pre-interrupted after 1 of 2 steps, one already diverged. A rerun launches only the failed one.
+TEST(SweepRunner, RunsResumesReportsFailuresAndSkipsFinishedRuns) {
+  const std::string binary = PG_BINARY_DIR "/pagegram";
+  if (!fs::exists(binary)) GTEST_SKIP() << binary << " is not built (cmake --build build --target pagegram)";
+  const fs::path dir = temp_dir("run");
+  const std::string cache = (dir / "cache").string();
+  const std::string common = "data.cache_dir: " + cache + "\n  data.corpus: " PG_TEST_DATA "/corpus\n"
+                             "  tokenizer.vocab_size: 1024\n  model.vocab: 1024\n  tokenizer.input_sentence_size: 4000\n"
+                             "  data.val_tokens: 2048\n  train.steps: 2\n  train.eval_interval: 0\n"
+                             "  train.eval_windows: 8\n  train.checkpoint_interval: 0\n";
+  SweepSpec spec = load_sweep(write_text(dir / "sweep.yaml", "name: smoke\nbase: " + kTiny + "\nout_dir: " +
+                                                            (dir / "runs").string() + "\nseeds: [0, 1]\nparallel: 2\n"
+                                                            "set:\n  " + common +
+                                                            "variants:\n  none: {}\n  broken: {tokenizer.seed: 7}\n"));
+  std::vector<SweepRun> runs = expand_sweep(spec);
+  ASSERT_EQ(runs.size(), 4u);
+  data::tokenize(runs[0].config.data, runs[0].config.tokenizer);
+
+  // Interrupt none-s0 after one step (a checkpoint at step 1, log status running).
+  write_run_config(runs[0]);
+  const std::string cmd = binary + " train --config " + runs[0].dir + "/config.yaml --stop-after 1 > " + runs[0].dir +
+                          "/train.out 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << slurp(runs[0].dir + "/train.out");
+  RunStatus partial = run_status(runs[0]);
+  EXPECT_EQ(partial.state, RunState::kPartial);
+  EXPECT_EQ(partial.checkpoint_step, 1);
+  EXPECT_EQ(partial.step, 1);
+
+  // broken-s1 already diverged (a fake log): a result, skipped rather than retried.
+  {
+    fs::create_directories(runs[3].dir);
+    RunLog log(runs[3].dir + "/log.h5", RunMeta{cfg::dump(runs[3].config), "test", 1, false, "0"});
+    log.train_row(1, 1024, NAN, 1e-3, NAN, 1000.0, 0.5);
+    log.set_status("diverged");
+    log.flush();
+  }
+  EXPECT_EQ(run_status(runs[3]).state, RunState::kDiverged);
+
+  SweepRunOptions opt;
+  opt.binary = binary;
+  opt.cores = 2;
+  opt.poll_seconds = 0.05;
+  {  // the plan (dry run) writes nothing and says what run_sweep will do
+    const SweepPlan plan = plan_sweep(spec, opt);
+    ASSERT_EQ(plan.rows.size(), 4u);
+    EXPECT_NE(plan.header.find("4 runs, 0 finished, 3 to run"), std::string::npos) << plan.header;
+    EXPECT_NE(plan.rows[3].action.find("skip (diverged"), std::string::npos) << plan.rows[3].action;
+    EXPECT_NE(plan.rows[0].sets.find(" --set train.seed=0"), std::string::npos) << plan.rows[0].sets;
+  }
+  std::vector<SweepEvent> events;
+  opt.progress_seconds = 0;  // a progress event after every poll
+  SweepRunResult r = run_sweep(spec, opt, [&](const SweepEvent& e) { events.push_back(e); });
+  // The runner reports, the caller prints: header first, summary last, one start per launch, done/failed by run.
+  ASSERT_GE(events.size(), 6u);
+  EXPECT_EQ(events.front().kind, SweepEvent::kHeader);
+  EXPECT_EQ(events.back().kind, SweepEvent::kSummary);
+  auto count = [&](SweepEvent::Kind k) {
+    return std::count_if(events.begin(), events.end(), [k](const SweepEvent& e) { return e.kind == k; });
+  };
+  EXPECT_EQ(count(SweepEvent::kStart), 3);
+  EXPECT_EQ(count(SweepEvent::kDone), 2);
+  EXPECT_EQ(count(SweepEvent::kFailed), 1);
+  EXPECT_EQ(count(SweepEvent::kSkipped), 1);  // the diverged run
+  EXPECT_GE(count(SweepEvent::kProgress), 1);
+  for (const SweepEvent& e : events)
+    if (e.kind == SweepEvent::kFailed) {
+      EXPECT_EQ(e.run, "broken-s0");
+    }
+  EXPECT_EQ(r.total, 4);
+  EXPECT_EQ(r.already_finished, 0);
+  EXPECT_EQ(r.launched, 3);
+  EXPECT_EQ(r.finished, 2);
+  EXPECT_EQ(r.failed, (std::vector<std::string>{"broken-s0"}));
+  EXPECT_EQ(r.diverged, (std::vector<std::string>{"broken-s1"}));
+  EXPECT_FALSE(r.interrupted);
+  for (int i : {0, 2}) {
+    EXPECT_TRUE(run_dir_finished(runs[i].dir)) << slurp(runs[i].dir + "/train.out");
+    RunStatus s = run_status(runs[i]);
+    EXPECT_EQ(s.state, RunState::kFinished);
+    EXPECT_EQ(s.step, 2);
+    EXPECT_GT(s.final_loss, 0.0);
+    EXPECT_EQ(parse_experiment(h5::File::open(runs[i].dir + "/log.h5").root().attr_string("config"), "log")
+                  .train.threads, 1);  // cores / parallel
+  }
+  // The resumed run logged steps 1 and 2 once each.
+  EXPECT_EQ(h5::File::open(runs[0].dir + "/log.h5").root().sub("train").read<int64_t>("step"),
+            (std::vector<int64_t>{1, 2}));
+  {
+    RunStatus s = run_status(runs[1]);
+    EXPECT_EQ(s.state, RunState::kFailed);
+    EXPECT_NE(s.note.find("exit code 2"), std::string::npos) << s.note;
+    EXPECT_NE(slurp(runs[1].dir + "/train.out").find("tokenizer"), std::string::npos);
+  }
+  // Records: one per finished or diverged run, next to the sweep file; a recorded run is not rerun even when
+  // its directory is gone (a new machine with only the repository).
+  for (int i : {0, 2, 3}) ASSERT_TRUE(record_exists(spec, runs[i])) << record_path(spec, runs[i]);
+  EXPECT_FALSE(record_exists(spec, runs[1]));
+  {
+    const std::string rec = slurp(record_path(spec, runs[2]));
+    EXPECT_NE(rec.find("\"format\": \"pagegram-run-record\""), std::string::npos) << rec;
+    EXPECT_NE(rec.find("\"name\": \"none-s1\""), std::string::npos) << rec;
+    EXPECT_NE(rec.find("\"config_hash\": \"" + runs[2].hash + "\""), std::string::npos) << rec;
+    EXPECT_NE(rec.find("\"status\": \"finished\""), std::string::npos) << rec;
+    EXPECT_NE(rec.find("\"kernels\": \""), std::string::npos) << rec;
+    char want[64];
+    std::snprintf(want, sizeof want, "\"heldout_loss\": %.17g", run_status(runs[2]).final_loss);
+    EXPECT_NE(rec.find(want), std::string::npos) << want << " in " << rec;
+    EXPECT_LT(rec.size(), 20000u);
+    EXPECT_NE(rec.find("\"collisions\": null"), std::string::npos) << "the smoke runs have no table: " << rec;
+    EXPECT_NE(slurp(record_path(spec, runs[3])).find("\"status\": \"diverged\""), std::string::npos);
+  }
+  const std::string table = sweep_status_table(spec, runs);
+  EXPECT_NE(table.find("1 diverged, 1 failed, 2 finished"), std::string::npos) << table;
+  const std::string manifest = slurp(dir / "runs" / "sweep.json");
+  EXPECT_NE(manifest.find("\"name\": \"none-s1\""), std::string::npos) << manifest;
+  EXPECT_NE(manifest.find("\"dir\": \"none-s1-" + runs[2].hash + "\""), std::string::npos) << manifest;
+
+  // --only: a pattern that selects nothing is refused; one that leaves the failed run out launches nothing.
+  {
+    SweepRunOptions sel = opt;
+    sel.only = {"no-such-run*"};
+    EXPECT_THROW(run_sweep(spec, sel), UserError);
+    sel.only = {"none-*"};
+    SweepRunResult r2 = run_sweep(spec, sel);
+    EXPECT_EQ(r2.already_finished, 2);
+    EXPECT_EQ(r2.not_selected, 1);
+    EXPECT_EQ(r2.launched, 0);
+    EXPECT_TRUE(r2.failed.empty());
+  }
+
+  // Rerun: the finished runs are skipped, the failed ones retried (and fail again).
+  SweepRunResult again = run_sweep(spec, opt);
+  EXPECT_EQ(again.already_finished, 2);
+  EXPECT_EQ(again.launched, 1);
+  EXPECT_EQ(again.finished, 0);
+  EXPECT_EQ(again.failed, (std::vector<std::string>{"broken-s0"}));
+  EXPECT_EQ(again.diverged, (std::vector<std::string>{"broken-s1"}));
+
+  // A new machine: run directories gone, records kept. Only the unrecorded (failed) run is launched.
+  fs::remove_all(runs[0].dir);
+  fs::remove_all(runs[2].dir);
+  SweepRunResult fresh = run_sweep(spec, opt);
+  EXPECT_EQ(fresh.already_finished, 2);
+  EXPECT_EQ(fresh.launched, 1);
+  EXPECT_FALSE(fs::exists(runs[0].dir + "/log.h5"));
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace pg
