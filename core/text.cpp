@@ -1,6 +1,10 @@
 // Implementation of core/text.h.
 #include "core/text.h"
 
+#include <unistd.h>
+
+#include <fcntl.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
@@ -30,14 +34,27 @@ void write_text_atomic(const std::string& path, const std::string& text) {
   std::filesystem::path p(path);
   if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path());
   const std::string tmp = h5::temp_name(path);
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (!f) throw IoError(str("cannot write ", tmp, " (hint: check permissions and free space)"));
-    f << text;
-    f.flush();
-    if (!f) throw IoError(str("cannot write ", tmp, " (hint: check free space)"));
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw ResourceError(str("cannot create ", tmp, ": ", std::strerror(errno), " (hint: check permissions)"));
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t w = ::write(fd, text.data() + done, text.size() - done);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      const int e = w < 0 ? errno : ENOSPC;
+      ::close(fd);
+      h5::remove_quietly(tmp);
+      throw ResourceError(str("cannot write ", path, ": ", std::strerror(e),
+                              " (hint: free disk space; the previous file is kept)"));
+    }
+    done += static_cast<size_t>(w);
   }
-  h5::commit_atomic(tmp, path);
+  if (::close(fd) != 0) {
+    const int e = errno;
+    h5::remove_quietly(tmp);
+    throw ResourceError(str("cannot write ", path, ": ", std::strerror(e), " (hint: free disk space)"));
+  }
+  h5::commit_atomic(tmp, path);  // fsync, rename, fsync of the directory
 }
 
 std::string tail_lines(const std::string& path, int lines) {

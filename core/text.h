@@ -8,7 +8,8 @@ namespace pg {
 // Reads a whole (small) file into a string; throws IoError naming the file.
 std::string read_file(const std::string& path);
 // Writes `text` to a temp file next to `path` (parent directories created), then renames it over `path`: a
-// crash never leaves a half-written file. Throws IoError naming the file.
+// crash never leaves a half-written file; written with checked POSIX writes and fsynced. On failure the temporary is
+// removed, the previous file kept, and ResourceError names the file and errno.
 void write_text_atomic(const std::string& path, const std::string& text);
 // The last `lines` lines of a text file (reads at most its last 8 KiB), each prefixed "    | "; a terminal
 // progress line's '\r' segments are reduced to the last. "(no output file <path>)" when it cannot be opened.

@@ -17,8 +17,10 @@
 #include <fstream>
 #include <iostream>
 
+#include "core/text.h"
 #include "core/threads.h"
 #include "core/timer.h"
+#include "memory/normalize.h"
 #include "train/adamw.h"
 #include "train/checkpoint.h"
 #include "train/memory_injector.h"
@@ -139,17 +141,9 @@ std::unique_ptr<MemoryInjector> attach_memory(const ExperimentConfig& cfg, Trans
     model.set_injector(nullptr);
     return nullptr;
   }
-  CompressedVocab vocab;
-  if (cfg.memory.hash.engram_faithful) {
-    if (!tokenizer)
-      throw ConfigError("memory.hash.engram_faithful needs the tokenizer's pieces (hint: build the data first)");
-    std::vector<std::string> pieces;
-    for (int64_t i = 0; i < tokenizer->vocab_size(); ++i) pieces.push_back(tokenizer->piece(static_cast<uint32_t>(i)));
-    vocab = compress_vocabulary(sentencepiece_piece_texts(pieces), pieces);
-  }
+  const auto vocab = engram_vocab(cfg.memory, tokenizer ? tokenizer->pieces() : std::vector<std::string>{});
   auto mem = std::make_unique<MemoryInjector>(cfg.memory, cfg.model.d_model, cfg.model.layers,
-                                              static_cast<uint64_t>(cfg.train.seed),
-                                              cfg.memory.hash.engram_faithful ? &vocab : nullptr, cfg.model.norm_eps);
+                                              static_cast<uint64_t>(cfg.train.seed), vocab.get(), cfg.model.norm_eps);
   model.set_injector(mem.get());
   return mem;
 }
@@ -185,19 +179,10 @@ std::vector<ParamView> backbone_views(Transformer& model) {
 
 namespace {
 
-std::string fmt_duration(double s) {
-  char buf[32];
-  if (s < 0 || !std::isfinite(s)) return "?";
-  const int64_t t = static_cast<int64_t>(s);
-  if (t >= 3600) std::snprintf(buf, sizeof(buf), "%ldh%02ldm", long(t / 3600), long(t % 3600 / 60));
-  else std::snprintf(buf, sizeof(buf), "%ldm%02lds", long(t / 60), long(t % 60));
-  return buf;
-}
-
-// Progress on stderr: an updating line on a terminal, plain lines otherwise (at most every ~10 s).
-class Progress {
+// Training progress on stderr: an updating line on a terminal, plain lines otherwise (at most every ~10 s).
+class TrainProgress {
  public:
-  explicit Progress(bool on) : on_(on), tty_(isatty(STDERR_FILENO) != 0) {}
+  explicit TrainProgress(bool on) : on_(on), tty_(isatty(STDERR_FILENO) != 0) {}
   void step(int64_t step, int64_t total, int64_t tokens, double loss, double tok_s, double eta_s) {
     if (!on_) return;
     if (!tty_ && step != total && since_.seconds() < 10.0) return;
@@ -297,21 +282,9 @@ TrainSummary train(const ExperimentConfig& cfg, const data::DataSet& ds, const T
                         " one by one (hint: the log was edited or belongs to another run; remove checkpoint.h5 and "
                         "log.h5 to start over)"));
   }
-  if (opt.write_files) {
-    const std::string cpath = tc.out_dir + "/config.yaml", tmp = h5::temp_name(cpath);
-    {
-      std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-      out << cfg::dump(cfg) << "\n";
-      out.flush();
-      if (!out) {
-        h5::remove_quietly(tmp);
-        throw ResourceError(str("cannot write ", cpath, ": ", std::strerror(errno), " (hint: free disk space)"));
-      }
-    }
-    h5::commit_atomic(tmp, cpath);
-  }
+  if (opt.write_files) write_text_atomic(tc.out_dir + "/config.yaml", cfg::dump(cfg) + "\n");
 
-  Progress progress(opt.progress);
+  TrainProgress progress(opt.progress);
   progress.line(str("train ", cfg.name, ": ", total_steps, " steps x ", tc.tokens_per_step, " tokens (", accum,
                     " micro-batches of ", B, "x", T, "), ", threads.threads, " threads", threads.pinned ? " pinned" : "",
                     st.step > 0 ? str(", resuming at step ", st.step) : std::string()));
