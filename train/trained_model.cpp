@@ -14,7 +14,7 @@ TrainedModel load_trained_model(const std::string& checkpoint, const TrainedMode
     t.data = std::make_unique<data::DataSet>(data::open_dataset(cfg.data, cfg.tokenizer));
   t.model = std::make_unique<Transformer>(cfg.model, cfg.train.micro_batch);
   t.mem = attach_memory(cfg, *t.model, t.data ? t.data->tokenizer.get() : nullptr);
-  if (t.mem && opt.table_ready) {
+  if (t.mem) {  // the table's decay is replayed with the run's schedule (also when rows are only read: eval)
     const int64_t total = cfg.train.total_steps();
     const TrainConfig tc = cfg.train;
     t.mem->set_lr_schedule([tc, total](int64_t s) { return wsd_lr(s - 1, total, tc.lr, tc.warmup_frac, tc.decay_frac); });

@@ -16,6 +16,7 @@
 #include "data/pipeline.h"
 #include "train/checkpoint.h"
 #include "train/config.h"
+#include "train/trained_model.h"
 #include "train/trainer.h"
 #include "tests/test_util.h"
 
@@ -129,6 +130,27 @@ TEST_F(CheckpointRobustness, AFlippedByteInASmallDatasetIsCaught) {
   bytes[at + 9] ^= 0x01;
   std::ofstream(p, std::ios::binary | std::ios::trunc) << bytes;
   EXPECT_NE(resume_error(p).find("mlp_norm"), std::string::npos) << resume_error(p);
+}
+
+// Issue 14/15: `pagegram eval` crashed (internal check "no learning-rate schedule set") on any checkpoint trained
+// with memory.weight_decay > 0; the eval path now loads through load_trained_model.
+TEST_F(CheckpointRobustness, EvalLoadsACheckpointTrainedWithTableWeightDecay) {
+  ExperimentConfig c = cfg_;
+  c.memory.weight_decay = 0.1;
+  c.train.out_dir = (dir_ / "wd").string();
+  data::DataSet ds = data::open_dataset(c.data, c.tokenizer);
+  TrainOptions opt;
+  opt.progress = false;
+  opt.stop_after = 2;
+  train(c, ds, opt);
+  TrainedModelOptions o;
+  o.open_data = true;
+  TrainedModel t = load_trained_model(c.train.out_dir + "/checkpoint.h5", o);
+  ASSERT_TRUE(t.mem);
+  ASSERT_TRUE(t.data);
+  const double l = evaluate(*t.model, t.data->validation(c.model.context), 4, *t.data->heldout, t.mem.get());
+  EXPECT_TRUE(std::isfinite(l));
+  EXPECT_GT(l, 0.0);
 }
 
 }  // namespace
