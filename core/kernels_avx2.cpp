@@ -41,6 +41,11 @@ inline void store(float* p, Mk m, V v) {
   _mm256_maskstore_ps(p, m.lo, v.lo);
   _mm256_maskstore_ps(p + 8, m.hi, v.hi);
 }
+inline V loadf(const float* p) { return {_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8)}; }
+inline void storef(float* p, V v) {
+  _mm256_storeu_ps(p, v.lo);
+  _mm256_storeu_ps(p + 8, v.hi);
+}
 inline V set1(float x) { return {_mm256_set1_ps(x), _mm256_set1_ps(x)}; }
 inline V zero() { return {_mm256_setzero_ps(), _mm256_setzero_ps()}; }
 inline V add(V a, V b) { return {_mm256_add_ps(a.lo, b.lo), _mm256_add_ps(a.hi, b.hi)}; }

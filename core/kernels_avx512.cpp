@@ -33,6 +33,8 @@ inline Mk tail(int64_t n) {
 }
 inline V load(const float* p, Mk m) { return _mm512_maskz_loadu_ps(m, p); }
 inline void store(float* p, Mk m, V v) { _mm512_mask_storeu_ps(p, m, v); }
+inline V loadf(const float* p) { return _mm512_loadu_ps(p); }
+inline void storef(float* p, V v) { _mm512_storeu_ps(p, v); }
 inline V set1(float x) { return _mm512_set1_ps(x); }
 inline V zero() { return _mm512_setzero_ps(); }
 inline V add(V a, V b) { return _mm512_add_ps(a, b); }
