@@ -127,7 +127,8 @@ std::string run_record_json(const SweepSpec& spec, const SweepRun& run) {
     j << (a ? ", " : "") << json_escape(run.grid[a].first) << ": " << json_escape(run.grid[a].second);
   j << "}, \"config_hash\": " << json_escape(run.hash) << ",\n";
   j << "  \"status\": " << json_escape(status) << ", \"revision\": " << json_escape(attr("revision"))
-    << ", \"kernels\": " << json_escape(attr("kernels")) << ",\n  \"cpu\": " << json_escape(attr("cpu"))
+    << ", \"kernels\": " << json_escape(attr("kernels"))
+    << ", \"revisions\": " << json_escape(attr("revisions")) << ",\n  \"cpu\": " << json_escape(attr("cpu"))
     << ", \"host\": " << json_escape(attr("host")) << ", \"threads\": "
     << (r.has_attr("threads") ? r.attr_int("threads") : 0) << ",\n";
   j << "  \"compiler_flags\": " << json_escape(attr("compiler_flags")) << ", \"started\": " << json_escape(attr("started"))

@@ -1,6 +1,8 @@
 // Implementation of train/run_log.h.
 #include "train/run_log.h"
 
+#include <algorithm>
+
 #include <unistd.h>
 
 #include <ctime>
@@ -38,8 +40,19 @@ size_t rows_until(const std::vector<int64_t>& step, int64_t last) {
 }
 }  // namespace
 
+std::string RunLog::revisions() const {
+  // This build's segment starts after the last step an earlier build logged (or at step 1).
+  const std::string mine = std::string(build::kRevision) + ":" + kern::active_name();
+  if (revisions_.empty()) return mine + "@1";
+  const size_t last = revisions_.rfind(' ');
+  const std::string tail = revisions_.substr(last == std::string::npos ? 0 : last + 1);
+  if (tail.rfind(mine + "@", 0) == 0) return revisions_;
+  return revisions_ + " " + mine + "@" + std::to_string(resume_step_ + 1);
+}
+
 RunLog::RunLog(std::string path, RunMeta meta, int64_t resume_step)
     : path_(std::move(path)), started_(iso_time_now()), meta_(std::move(meta)) {
+  resume_step_ = std::max<int64_t>(0, resume_step);
   if (resume_step < 0 || !std::filesystem::exists(path_)) return;
   h5::File f = h5::File::open(path_);
   h5::Group r = f.root();
@@ -110,6 +123,10 @@ RunLog::RunLog(std::string path, RunMeta meta, int64_t resume_step)
     }
   }
   if (r.has_attr("started")) started_ = r.attr_string("started");
+  // Provenance across resumes: "<revision>:<kernels>@<first step>" segments, one per build that wrote the log.
+  if (r.has_attr("revisions")) revisions_ = r.attr_string("revisions");
+  else if (r.has_attr("revision")) revisions_ = r.attr_string("revision") + ":" +
+                                                (r.has_attr("kernels") ? r.attr_string("kernels") : "?") + "@1";
 }
 
 void RunLog::collisions(int64_t step, const StepCollisionStats& s, const std::vector<int64_t>& orders, bool owners) {
@@ -163,6 +180,7 @@ void RunLog::flush() {
     r.set_attr("cpus", meta_.cpus);
     r.set_attr("host", host_name());
     r.set_attr("started", started_);
+    r.set_attr("revisions", revisions());
     r.set_attr("updated", iso_time_now());
     r.set_attr("status", status_);
     h5::Group t = r.create("train");

@@ -60,7 +60,10 @@ class RunLog {
   std::vector<int64_t> coll_step_, coll_orders_;
   std::vector<StepCollisionStats> coll_;
   bool coll_owners_ = false;
-  std::string path_, status_ = "running", started_;
+  // "<revision>:<kernels>@<first step>" per build that wrote this log, space-separated (attribute `revisions`).
+  std::string revisions() const;
+  std::string path_, status_ = "running", started_, revisions_;
+  int64_t resume_step_ = 0;
   RunMeta meta_;
 };
 

@@ -12,7 +12,9 @@
 #include <fstream>
 #include <string>
 
+#include "core/build_info.h"
 #include "core/h5.h"
+#include "core/kernels.h"
 #include "data/pipeline.h"
 #include "train/checkpoint.h"
 #include "train/config.h"
@@ -130,6 +132,31 @@ TEST_F(CheckpointRobustness, AFlippedByteInASmallDatasetIsCaught) {
   bytes[at + 9] ^= 0x01;
   std::ofstream(p, std::ios::binary | std::ios::trunc) << bytes;
   EXPECT_NE(resume_error(p).find("mlp_norm"), std::string::npos) << resume_error(p);
+}
+
+// Provenance across resumes: the log's `revisions` attribute keeps one "<revision>:<kernels>@<first step>" segment
+// per build that wrote it.
+TEST_F(CheckpointRobustness, TheLogKeepsTheRevisionOfEveryBuildThatWroteIt) {
+  ExperimentConfig c = cfg_;
+  c.train.out_dir = (dir_ / "revs").string();
+  data::DataSet ds = data::open_dataset(c.data, c.tokenizer);
+  TrainOptions opt;
+  opt.progress = false;
+  opt.stop_after = 2;
+  train(c, ds, opt);
+  const std::string log = c.train.out_dir + "/log.h5";
+  const std::string mine = std::string(build::kRevision) + ":" + kern::active_name();
+  EXPECT_EQ(h5::File::open(log).root().attr_string("revisions"), mine + "@1");
+  {  // pretend an older build wrote steps 1-2
+    const hid_t f = H5Fopen(log.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    h5::Group(h5::Handle(H5Gopen2(f, "/", H5P_DEFAULT), [](hid_t id) { return H5Gclose(id); }), log, "/")
+        .set_attr("revisions", std::string("0123456789ab:avx2@1"));
+    H5Fclose(f);
+  }
+  opt.resume = true;
+  opt.stop_after = 1;
+  train(c, ds, opt);
+  EXPECT_EQ(h5::File::open(log).root().attr_string("revisions"), "0123456789ab:avx2@1 " + mine + "@3");
 }
 
 // Issue 14/15: `pagegram eval` crashed (internal check "no learning-rate schedule set") on any checkpoint trained
