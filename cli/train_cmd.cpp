@@ -48,7 +48,8 @@ void register_train_commands(CLI::App& app, int argc, char** argv) {
     c->add_option("--config", config, "experiment config YAML")->required();
     c->add_option("--set", sets, "override a key: --set train.seed=1 (repeatable)");
     c->add_flag("--resume", resume, "continue from <out_dir>/checkpoint.h5 (bit-identical to an unbroken run)");
-    c->add_option("--stop-after", stop_after, "stop after this many steps (with a checkpoint), for staged runs");
+    c->add_option("--stop-after", stop_after, "stop after this many steps (with a checkpoint), for staged runs")
+        ->check(CLI::Range(int64_t{1}, int64_t{1000000000}));
     c->callback([] {
       ExperimentConfig cfg = load_experiment(config, sets);
       std::string hint = config;  // the config as the user gave it, for the hints of data errors
@@ -74,8 +75,9 @@ void register_train_commands(CLI::App& app, int argc, char** argv) {
     static int64_t threads = 0;
     CLI::App* c = app.add_subcommand("eval", "held-out loss of a checkpoint on the fixed validation windows");
     c->add_option("--checkpoint", checkpoint, "checkpoint.h5 of a run")->required();
-    c->add_option("--windows", windows, "validation windows (0 = the config's train.eval_windows)");
-    c->add_option("--threads", threads, "threads (0 = all)");
+    c->add_option("--windows", windows, "validation windows (0 = the config's train.eval_windows)")
+        ->check(CLI::Range(int64_t{0}, int64_t{1000000000}));
+    c->add_option("--threads", threads, "threads (0 = all)")->check(CLI::Range(int64_t{0}, int64_t{1024}));
     c->callback([] {
       setup_threads(static_cast<int>(threads));
       TrainedModel tm = load_trained_model(checkpoint, {.open_data = true, .table_ready = false});
@@ -83,6 +85,9 @@ void register_train_commands(CLI::App& app, int argc, char** argv) {
       const data::DataSet& ds = *tm.data;
       const TrainState& st = tm.state;
       data::ValidationWindows val = ds.validation(cfg.model.context);
+      if (windows > val.count())
+        throw UserError(str("--windows ", windows, ": the validation split holds ", val.count(), " windows of ",
+                            cfg.model.context + 1, " tokens (hint: at most ", val.count(), ", or raise data.val_tokens)"));
       const int64_t n = windows > 0 ? windows : std::min<int64_t>(cfg.train.eval_windows, val.count());
       Timer t;
       const double loss = evaluate(*tm.model, val, n, *ds.heldout, tm.mem.get());

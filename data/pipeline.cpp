@@ -2,6 +2,8 @@
 // token stores, dataset opening with actionable errors.
 #include "data/pipeline.h"
 
+#include <tuple>
+
 #include <omp.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -404,6 +406,12 @@ DataSet open_dataset(const DataConfig& cfg, const TokenizerConfig& tcfg, const s
   opt.rebuild_command = cmd;
   ds.train = std::make_shared<const TokenStore>(TokenStore::open(ds.store_dir + "/train.pgtok", opt));
   ds.heldout = std::make_shared<const TokenStore>(TokenStore::open(ds.store_dir + "/heldout.pgtok", opt));
+  for (const auto& [store, want, name] : {std::tuple{ds.train.get(), Split::kTrain, "train"},
+                                          std::tuple{ds.heldout.get(), Split::kHeldout, "heldout"}})
+    if (store->header().info.split != want)
+      throw IoError(str("token store ", store->path(), ": header field 'split' at byte offset 72 is ",
+                        static_cast<uint32_t>(store->header().info.split), ", not ", static_cast<uint32_t>(want), " (", name,
+                        ") (hint: a split file was copied over another; rebuild with `", cmd, "`)"));
   ds.val_tokens = cfg.val_tokens;
   if (ds.heldout->n_tokens() < static_cast<uint64_t>(cfg.val_tokens))
     throw ConfigError(str("data.val_tokens = ", cfg.val_tokens, " exceeds the ", ds.heldout->n_tokens(),

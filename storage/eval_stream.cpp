@@ -165,6 +165,7 @@ double parse_count(const std::string& text, const std::string& what) {
     throw UserError(str(what, ": unknown suffix '", suf, "' in '", text, "' (hint: K, M, B or T, or 3.2e9)"));
   v *= mult;
   if (!(v >= 1)) throw UserError(str(what, ": '", text, "' must be at least 1"));
+  if (v > 1e15) throw UserError(str(what, ": '", text, "' is too large (hint: at most 1e15)"));
   return v;
 }
 

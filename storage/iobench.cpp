@@ -253,7 +253,9 @@ IoBenchSuiteResult run_iobench_suite(const IoBenchSuiteConfig& cfg, const EvalSt
       bool reused = false;
       if (std::filesystem::exists(path)) {
         try {
-          h = TableFileReader::open(path, *L).header();
+          const TableFileReader r = TableFileReader::open(path, *L);
+          r.verify_all(true);  // a file kept from an earlier run is read only if every block checks out
+          h = r.header();
           reused = true;
         } catch (const IoError& e) {
           say(str("[iobench] re-creating ", path, ": ", e.what()));

@@ -182,3 +182,24 @@ TEST_F(CheckpointRobustness, EvalLoadsACheckpointTrainedWithTableWeightDecay) {
 
 }  // namespace
 }  // namespace pg
+
+namespace pg {
+namespace {
+// Issue 15: a held-out token store copied over the train store (or the reverse) is refused by its header's split.
+TEST_F(CheckpointRobustness, ATokenStoreOfTheOtherSplitIsRefused) {
+  const data::TokenizeSummary t = data::tokenize(cfg_.data, cfg_.tokenizer);
+  const std::string backup = t.train_path + ".orig";
+  std::filesystem::copy_file(t.train_path, backup, std::filesystem::copy_options::overwrite_existing);
+  std::filesystem::copy_file(t.heldout_path, t.train_path, std::filesystem::copy_options::overwrite_existing);
+  std::string err;
+  try {
+    data::open_dataset(cfg_.data, cfg_.tokenizer);
+  } catch (const IoError& e) {
+    err = e.what();
+  }
+  std::filesystem::rename(backup, t.train_path);
+  EXPECT_NE(err.find("header field 'split' at byte offset 72 is 1, not 0 (train)"), std::string::npos) << err;
+  EXPECT_NO_THROW(data::open_dataset(cfg_.data, cfg_.tokenizer));
+}
+}  // namespace
+}  // namespace pg
