@@ -8,6 +8,7 @@
 #include "cli/commands.h"
 #include "core/build_info.h"
 #include "core/kernels.h"
+#include "storage/eval_stream.h"
 #include "core/threads.h"
 #include "core/timer.h"
 #include "data/pipeline.h"
@@ -90,7 +91,10 @@ void register_train_commands(CLI::App& app, int argc, char** argv) {
                             cfg.model.context + 1, " tokens (hint: at most ", val.count(), ", or raise data.val_tokens)"));
       const int64_t n = windows > 0 ? windows : std::min<int64_t>(cfg.train.eval_windows, val.count());
       Timer t;
-      const double loss = evaluate(*tm.model, val, n, *ds.heldout, tm.mem.get());
+      ProgressLine line("eval windows", n);
+      const double loss = evaluate(*tm.model, val, n, *ds.heldout, tm.mem.get(),
+                                   [&](int64_t done, int64_t) { line.update(done); });
+      line.finish();
       std::printf("checkpoint  %s (step %ld, %.2fM tokens)\n", checkpoint.c_str(), long(st.step), st.tokens / 1e6);
       std::printf("held-out    %.6f nats over %ld windows of %ld tokens (%.1f s)\n", loss, long(n),
                   long(cfg.model.context), t.seconds());

@@ -1,6 +1,20 @@
 // sentencepiece-backed Tokenizer, the deterministic training sample and spm training (data/tokenizer.h).
 #include "data/tokenizer.h"
 
+#include <iostream>
+
+#include <cstdio>
+
+#include <thread>
+
+#include <chrono>
+
+#include <atomic>
+
+#include <unistd.h>
+
+#include <fcntl.h>
+
 #include <sentencepiece_processor.h>
 #include <sentencepiece_trainer.h>
 
@@ -190,12 +204,41 @@ void train_sentencepiece(const TrainingSample& sample, const TokenizerConfig& cf
   };
   // spm only draws random numbers when it samples or shuffles its input (both off); seed it anyway.
   sentencepiece::SetRandomGeneratorSeed(static_cast<unsigned>(cfg.seed));
-  // spm's INFO log is long: keep it for big runs (progress of the EM iterations), silence it for small ones.
+  // spm's INFO log (hundreds of lines) goes to <model_prefix>.train.log, not into the command's output: stderr is
+  // redirected there while it trains, and a line on the real stderr says every ~10 s that it is still working.
   const int old_level = sentencepiece::logging::GetMinLogLevel();
-  sentencepiece::logging::SetMinLogLevel(sample.lines.size() >= 100000 ? 0 : 1);
+  sentencepiece::logging::SetMinLogLevel(0);
+  const std::string log_path = model_prefix + ".train.log";
+  std::fflush(stderr);
+  std::cerr.flush();
+  const int saved = ::dup(STDERR_FILENO);
+  const int logfd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (saved >= 0 && logfd >= 0) ::dup2(logfd, STDERR_FILENO);
+  std::atomic<bool> done{false};
+  std::thread beat([&] {
+    const auto t0 = std::chrono::steady_clock::now();
+    int64_t shown = 0;
+    while (!done.load()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      const auto secs = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - t0).count();
+      if (secs >= shown + 10 && saved >= 0) {
+        shown = secs;
+        const std::string line = str("[data] tokenizer: sentencepiece training, ", secs, " s so far (its log: ", log_path, ")\n");
+        if (::write(saved, line.data(), line.size()) < 0) break;
+      }
+    }
+  });
   SampleIterator it(sample.lines);
   std::string serialized;
   auto st = sentencepiece::SentencePieceTrainer::Train(args, &it, &serialized);
+  done = true;
+  beat.join();
+  std::cerr.flush();
+  if (saved >= 0) {
+    ::dup2(saved, STDERR_FILENO);
+    ::close(saved);
+  }
+  if (logfd >= 0) ::close(logfd);
   sentencepiece::logging::SetMinLogLevel(old_level);
   if (!st.ok())
     throw IoError(str("sentencepiece training failed for ", model_prefix, ": ", st.ToString(),

@@ -149,7 +149,7 @@ std::unique_ptr<MemoryInjector> attach_memory(const ExperimentConfig& cfg, Trans
 }
 
 double evaluate(Transformer& model, const data::ValidationWindows& val, int64_t n, const data::TokenStore& heldout,
-                MemoryInjector* mem) {
+                MemoryInjector* mem, const std::function<void(int64_t, int64_t)>& progress) {
   const int64_t total = (n <= 0 || n > val.count()) ? val.count() : n;
   const int64_t B = model.micro_batch(), T = model.config().context, W = T + 1;
   std::vector<int32_t> buf(static_cast<size_t>(B * W));
@@ -164,6 +164,7 @@ double evaluate(Transformer& model, const data::ValidationWindows& val, int64_t 
       prepare_memory(*mem, heldout, starts, T);
     }
     sum += model.forward_loss(buf.data(), b) * static_cast<double>(b);
+    if (progress) progress(k + b, total);
   }
   return sum / static_cast<double>(total);
 }
@@ -189,6 +190,16 @@ class TrainProgress {
     since_.reset();
     std::fprintf(stderr, "%sstep %ld/%ld  tokens %.2fM  loss %.4f  %.0f tok/s  ETA %s%s", tty_ ? "\r\033[K" : "",
                  long(step), long(total), tokens / 1e6, loss, tok_s, fmt_duration(eta_s).c_str(), tty_ ? "" : "\n");
+    std::fflush(stderr);
+  }
+  // "eval k/n windows, r windows/s, ETA" once evaluation has run for 2 s: updating on a terminal, else every 10 s.
+  void eval(int64_t done, int64_t total, double seconds) {
+    if (!on_ || seconds < 2.0 || done == total) return;
+    if (since_.seconds() < (tty_ ? 0.5 : 10.0)) return;
+    since_.reset();
+    const double rate = static_cast<double>(done) / seconds;
+    std::fprintf(stderr, "%seval %ld/%ld windows  %.1f windows/s  ETA %s%s", tty_ ? "\r\033[K" : "", long(done),
+                 long(total), rate, fmt_duration(static_cast<double>(total - done) / rate).c_str(), tty_ ? "" : "\n");
     std::fflush(stderr);
   }
   void line(const std::string& s) {
@@ -297,7 +308,8 @@ TrainSummary train(const ExperimentConfig& cfg, const data::DataSet& ds, const T
   auto run_eval = [&](int64_t step) {
     Timer t;
     const MemoryPhaseTimes train_times = mem ? mem->phase_times() : MemoryPhaseTimes{};
-    const double l = evaluate(model, val, eval_n, *ds.heldout, mem.get());
+    const double l = evaluate(model, val, eval_n, *ds.heldout, mem.get(),
+                              [&](int64_t done, int64_t total) { progress.eval(done, total, t.seconds()); });
     if (mem) mem->restore_phase_times(train_times);  // the phase timers measure training steps only
     log.eval_row(step, st.tokens, l);
     progress.line(str("eval step ", step, ": held-out loss ", l, " over ", eval_n, " windows (", t.seconds(), " s)"));

@@ -1,6 +1,7 @@
 // The training loop (SPEC §4) read top to bottom: sample windows, forward/backward with gradient
 // accumulation, clip, AdamW + WSD, table update, log, evaluate, checkpoint; plus held-out evaluation.
 #pragma once
+#include <functional>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -39,8 +40,9 @@ TrainSummary train(const ExperimentConfig& cfg, const data::DataSet& ds, const T
 class MemoryInjector;
 // Mean cross-entropy (nats) over the first n validation windows (all of them when n <= 0). With a memory
 // injector (already set on the model), each micro-batch's addresses come from the held-out store.
+// `progress` (optional) is called after each micro-batch with the windows done and the total.
 double evaluate(Transformer& model, const data::ValidationWindows& val, int64_t n, const data::TokenStore& heldout,
-                MemoryInjector* mem = nullptr);
+                MemoryInjector* mem = nullptr, const std::function<void(int64_t, int64_t)>& progress = {});
 // Builds the memory injector of cfg (nullptr for layout "none") and attaches it to the model. The tokenizer
 // is needed for Engram-faithful hashing (its compressed vocabulary) and may be null otherwise.
 std::unique_ptr<MemoryInjector> attach_memory(const ExperimentConfig& cfg, Transformer& model,
