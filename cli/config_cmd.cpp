@@ -17,7 +17,10 @@ void register_config_commands(CLI::App& app) {
     show->add_option("--set", sets, "override a key: --set model.layers=4 (repeatable)");
     show->callback([] {
       ExperimentConfig c = load_experiment(file, sets);
-      std::cout << cfg::dump(c) << "\n";
+      std::string what;
+      const int64_t need = estimate_training_bytes(c, &what);
+      std::cout << cfg::dump(c) << "\n# estimated training memory: " << need / (1024 * 1024) << " MiB (" << what
+                << "); available now: " << available_memory_bytes() / (1024 * 1024) << " MiB\n";
     });
   }
   {

@@ -48,55 +48,13 @@ struct TransformerT<F>::Arena {
   ~Arena() { std::free(base); }
 };
 
+// Every activation view of the arena with its size, in allocation order (one place for the constructor and the
+// memory estimate).
 template <class F>
-int64_t TransformerT<F>::count_params(const ModelConfig& c) {
-  const int64_t C = c.d_model, H = c.mlp_ratio * C, V = c.vocab;
-  return 2 * V * C + c.layers * (2 * C + 4 * C * C + 2 * H * C) + C;
-}
-
-template <class F>
-double TransformerT<F>::flops_per_token(const ModelConfig& c) {
-  const double non_emb = static_cast<double>(count_params(c) - c.vocab * c.d_model);
-  return 6.0 * non_emb + 12.0 * static_cast<double>(c.layers * c.context * c.d_model);
-}
-
-template <class F>
-TransformerT<F>::TransformerT(const ModelConfig& cfg, int64_t micro_batch) : cfg_(cfg), micro_batch_(micro_batch) {
-  cfg_.validate("Transformer");
-  PG_CHECK(micro_batch >= 1, "micro_batch must be >= 1, got ", micro_batch);
+void TransformerT<F>::plan_arena(Arena& a, const ModelConfig& cfg_, int64_t micro_batch,
+                                 std::vector<std::pair<F**, size_t>>& req) {
   const int64_t L = cfg_.layers, C = cfg_.d_model, H = cfg_.mlp_ratio * C, V = cfg_.vocab, T = cfg_.context;
   const int64_t NH = cfg_.heads, HD = cfg_.head_dim(), N = micro_batch * T;
-
-  // ---- parameters: one buffer, named views in order
-  size_t off = 0;
-  auto add = [&](std::string name, std::vector<int64_t> shape) {
-    size_t n = 1;
-    for (int64_t d : shape) n *= static_cast<size_t>(d);
-    const bool decay = shape.size() >= 2;
-    infos_.push_back(ParamInfo{std::move(name), std::move(shape), off, n, decay});
-    off += n;
-  };
-  add("tok_emb", {V, C});
-  for (int64_t l = 0; l < L; ++l) {
-    const std::string p = "blocks." + std::to_string(l) + ".";
-    add(p + "attn_norm", {C});
-    add(p + "w_qkv", {3 * C, C});
-    add(p + "w_o", {C, C});
-    add(p + "mlp_norm", {C});
-    add(p + "w_fc", {H, C});
-    add(p + "w_proj", {C, H});
-  }
-  add("final_norm", {C});
-  add("lm_head", {V, C});
-  num_params_ = off;
-  PG_CHECK(static_cast<int64_t>(num_params_) == count_params(cfg_));
-  params_ = alloc_zeroed<F>(num_params_);
-  grads_ = alloc_zeroed<F>(num_params_);
-
-  // ---- activation arena: sizes first, then one allocation
-  arena_ = std::make_unique<Arena>();
-  Arena& a = *arena_;
-  std::vector<std::pair<F**, size_t>> req;
   auto take = [&](F*& p, size_t n) { req.emplace_back(&p, n); };
   a.resid.resize(L + 1);
   for (auto* v : {&a.ln1, &a.rstd1, &a.qkv, &a.lse, &a.att, &a.resid_mid, &a.ln2, &a.rstd2, &a.fc, &a.gelu})
@@ -144,6 +102,68 @@ TransformerT<F>::TransformerT(const ModelConfig& cfg, int64_t micro_batch) : cfg
     take(a.lm.pack_xt, packed_b_floats(C, a.lm.rows));
     take(a.lm.pack_x, packed_b_floats(a.lm.rows, C));
   }
+}
+
+template <class F>
+int64_t TransformerT<F>::activation_bytes(const ModelConfig& c, int64_t micro_batch) {
+  Arena a;
+  std::vector<std::pair<F**, size_t>> req;
+  plan_arena(a, c, micro_batch, req);
+  size_t total = 0;
+  for (auto& [p, n] : req) total += (n + 15) / 16 * 16;
+  return static_cast<int64_t>(total * sizeof(F));
+}
+
+template <class F>
+int64_t TransformerT<F>::count_params(const ModelConfig& c) {
+  const int64_t C = c.d_model, H = c.mlp_ratio * C, V = c.vocab;
+  return 2 * V * C + c.layers * (2 * C + 4 * C * C + 2 * H * C) + C;
+}
+
+template <class F>
+double TransformerT<F>::flops_per_token(const ModelConfig& c) {
+  const double non_emb = static_cast<double>(count_params(c) - c.vocab * c.d_model);
+  return 6.0 * non_emb + 12.0 * static_cast<double>(c.layers * c.context * c.d_model);
+}
+
+template <class F>
+TransformerT<F>::TransformerT(const ModelConfig& cfg, int64_t micro_batch) : cfg_(cfg), micro_batch_(micro_batch) {
+  cfg_.validate("Transformer");
+  PG_CHECK(micro_batch >= 1, "micro_batch must be >= 1, got ", micro_batch);
+  const int64_t L = cfg_.layers, C = cfg_.d_model, H = cfg_.mlp_ratio * C, V = cfg_.vocab, T = cfg_.context;
+  const int64_t HD = cfg_.head_dim(), N = micro_batch * T;
+
+  // ---- parameters: one buffer, named views in order
+  size_t off = 0;
+  auto add = [&](std::string name, std::vector<int64_t> shape) {
+    size_t n = 1;
+    for (int64_t d : shape) n *= static_cast<size_t>(d);
+    const bool decay = shape.size() >= 2;
+    infos_.push_back(ParamInfo{std::move(name), std::move(shape), off, n, decay});
+    off += n;
+  };
+  add("tok_emb", {V, C});
+  for (int64_t l = 0; l < L; ++l) {
+    const std::string p = "blocks." + std::to_string(l) + ".";
+    add(p + "attn_norm", {C});
+    add(p + "w_qkv", {3 * C, C});
+    add(p + "w_o", {C, C});
+    add(p + "mlp_norm", {C});
+    add(p + "w_fc", {H, C});
+    add(p + "w_proj", {C, H});
+  }
+  add("final_norm", {C});
+  add("lm_head", {V, C});
+  num_params_ = off;
+  PG_CHECK(static_cast<int64_t>(num_params_) == count_params(cfg_));
+  params_ = alloc_zeroed<F>(num_params_);
+  grads_ = alloc_zeroed<F>(num_params_);
+
+  // ---- activation arena: sizes first, then one allocation
+  arena_ = std::make_unique<Arena>();
+  Arena& a = *arena_;
+  std::vector<std::pair<F**, size_t>> req;
+  plan_arena(a, cfg_, micro_batch, req);
   size_t total = 0;
   for (auto& [p, n] : req) total += (n + 15) / 16 * 16;  // every view 64-byte aligned
   a.base = alloc_zeroed<F>(total);

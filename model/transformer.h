@@ -92,9 +92,13 @@ class TransformerT {
   // 6 * (parameters excluding tok_emb) + 12 * L * T * C  (PERFORMANCE.md convention).
   static double flops_per_token(const ModelConfig& cfg);
   static int64_t count_params(const ModelConfig& cfg);
+  // Bytes of the activation arena for micro-batches of `micro_batch` windows (what the constructor allocates).
+  static int64_t activation_bytes(const ModelConfig& cfg, int64_t micro_batch);
 
  private:
   struct Arena;
+  static void plan_arena(Arena& a, const ModelConfig& cfg, int64_t micro_batch,
+                         std::vector<std::pair<F**, size_t>>& req);
   double run(const int32_t* windows, int64_t B, float loss_scale, bool backward);
   void check_tokens(const int32_t* windows, int64_t B) const;
 

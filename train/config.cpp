@@ -1,5 +1,9 @@
 // Implementation of train/config.h.
 #include "train/config.h"
+#include "model/transformer.h"
+#include "core/text.h"
+#include <cstdio>
+#include <fstream>
 
 #include <cmath>
 
@@ -32,6 +36,54 @@ void ExperimentConfig::validate(const std::string& where) const {
   if (tokenizer.vocab_size != model.vocab)
     throw ConfigError(str(where, ": key 'model.vocab' (", model.vocab, ") differs from 'tokenizer.vocab_size' (",
                           tokenizer.vocab_size, ") (hint: set both to the same size)"));
+}
+
+namespace {
+std::string gib(double bytes) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.2f", bytes / (1024.0 * 1024.0 * 1024.0));
+  return b;
+}
+}  // namespace
+
+int64_t estimate_training_bytes(const ExperimentConfig& cfg, std::string* what) {
+  const double params = static_cast<double>(Transformer::count_params(cfg.model));
+  const double backbone = 16.0 * params;  // fp32 parameters, gradients, AdamW m and v
+  const double acts = static_cast<double>(Transformer::activation_bytes(cfg.model, cfg.train.micro_batch));
+  double table = 0;
+  if (cfg.memory.layout != "none") {
+    const double P = static_cast<double>(cfg.memory.target_params);
+    const double rows = P / static_cast<double>(std::max<int64_t>(1, cfg.memory.head_dim));
+    const double lookups = static_cast<double>(cfg.train.micro_batch * cfg.model.context) *
+                           static_cast<double>(cfg.memory.orders.size() * cfg.memory.heads);
+    // table + per-row optimizer state (v, last step) + one micro-batch's gathered rows and their gradients (x3)
+    table = 4.0 * P + 8.0 * rows + 3.0 * 4.0 * lookups * static_cast<double>(cfg.memory.head_dim);
+  }
+  const double total = backbone + acts + table;
+  if (what)
+    *what = str("backbone ", gib(backbone), " GiB (", format_count(params),
+                " parameters x 16 bytes), activations ", gib(acts), " GiB, memory table ",
+                gib(table), " GiB");
+  return static_cast<int64_t>(total);
+}
+
+int64_t available_memory_bytes() {
+  std::ifstream f("/proc/meminfo");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("MemAvailable:", 0) == 0) return std::stoll(line.substr(13)) * 1024;
+  return 0;
+}
+
+void check_fits_in_memory(const ExperimentConfig& cfg, const std::string& where) {
+  std::string what;
+  const int64_t need = estimate_training_bytes(cfg, &what);
+  const int64_t have = available_memory_bytes();
+  if (have > 0 && need > have)
+    throw ConfigError(str(where, ": this run needs about ", gib(static_cast<double>(need)), " GiB (", what,
+                          ") but ", gib(static_cast<double>(have)),
+                          " GiB are available (hint: lower train.micro_batch, model.vocab/d_model/layers or "
+                          "memory.target_params)"));
 }
 
 ExperimentConfig load_experiment(const std::string& path, const std::vector<std::string>& overrides) {

@@ -85,6 +85,15 @@ struct ExperimentConfig {
 };
 
 // Loads a config file with `base:` resolution and `--set` overrides, validates it. ConfigError on problems.
+// Memory a training run of `cfg` needs, estimated from the config before anything is allocated (bytes): the
+// backbone's parameters, gradients and AdamW moments, its activation arena (exact), and the memory table with its
+// row-wise optimizer state and step buffers (approximate). `what` gets a one-line breakdown.
+int64_t estimate_training_bytes(const ExperimentConfig& cfg, std::string* what = nullptr);
+// MemAvailable of /proc/meminfo in bytes (0 when unreadable).
+int64_t available_memory_bytes();
+// Throws ConfigError when the estimate exceeds the memory available now (hint: what to shrink).
+void check_fits_in_memory(const ExperimentConfig& cfg, const std::string& where);
+
 ExperimentConfig load_experiment(const std::string& path, const std::vector<std::string>& overrides = {});
 // Parses a resolved YAML text (as stored in checkpoints and logs).
 ExperimentConfig parse_experiment(const std::string& yaml_text, const std::string& where);

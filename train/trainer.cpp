@@ -223,6 +223,7 @@ TrainSummary train(const ExperimentConfig& cfg, const data::DataSet& ds, const T
     throw ConfigError(str("model.vocab = ", cfg.model.vocab, " but the tokenizer has ", ds.tokenizer->vocab_size(),
                           " pieces (hint: set model.vocab and tokenizer.vocab_size to the same value)"));
 
+  check_fits_in_memory(cfg, tc.out_dir);  // refused before allocating, not by the kernel's OOM killer
   Transformer model(cfg.model, B);
   model.init(static_cast<uint64_t>(tc.seed));
   std::unique_ptr<MemoryInjector> mem = attach_memory(cfg, model, ds.tokenizer.get());

@@ -203,3 +203,30 @@ TEST_F(CheckpointRobustness, ATokenStoreOfTheOtherSplitIsRefused) {
 }
 }  // namespace
 }  // namespace pg
+
+namespace pg {
+namespace {
+// Issue 15: a model too big for this machine is refused from its config before anything is allocated (it used to
+// try to allocate 1.6 TB and end in an internal check).
+TEST_F(CheckpointRobustness, AModelTooBigForMemoryIsRefusedBeforeAllocating) {
+  ExperimentConfig c = cfg_;
+  c.model.d_model = 16384;
+  c.model.heads = 16;
+  c.model.vocab = c.tokenizer.vocab_size;
+  c.train.out_dir = (dir_ / "huge").string();
+  std::string what;
+  EXPECT_GT(estimate_training_bytes(c, &what), int64_t{100} << 30) << what;
+  data::DataSet ds = data::open_dataset(c.data, c.tokenizer);
+  TrainOptions opt;
+  opt.progress = false;
+  try {
+    train(c, ds, opt);
+    FAIL() << "no error";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("GiB are available"), std::string::npos) << e.what();
+  }
+  // and the tiny run itself is estimated small
+  EXPECT_LT(estimate_training_bytes(cfg_), int64_t{1} << 30);
+}
+}  // namespace
+}  // namespace pg
