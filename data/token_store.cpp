@@ -37,7 +37,7 @@ void pwrite_all(int fd, const void* p, size_t n, uint64_t at, const std::string&
     ssize_t w = ::pwrite(fd, c, n, static_cast<off_t>(at));
     if (w < 0 && errno == EINTR) continue;
     if (w <= 0)
-      throw IoError(str("cannot write ", path, " at byte offset ", at, ": ", std::strerror(errno),
+      throw ResourceError(str("cannot write ", path, " at byte offset ", at, ": ", std::strerror(errno),
                         " (hint: check free disk space)"));
     c += w;
     n -= static_cast<size_t>(w);
@@ -202,11 +202,11 @@ void TokenStoreWriter::finish() {
   pwrite_all(fd_, &payload_hash, 8, payload_end, tmp_);
   if (::fdatasync(fd_) != 0 || ::close(fd_) != 0) {
     fd_ = -1;
-    throw IoError(str("cannot write ", tmp_, ": ", std::strerror(errno), " (hint: check free disk space)"));
+    throw ResourceError(str("cannot write ", tmp_, ": ", std::strerror(errno), " (hint: check free disk space)"));
   }
   fd_ = -1;
   if (::rename(tmp_.c_str(), path_.c_str()) != 0)
-    throw IoError(str("cannot rename ", tmp_, " to ", path_, ": ", std::strerror(errno)));
+    throw ResourceError(str("cannot rename ", tmp_, " to ", path_, ": ", std::strerror(errno)));
   finished_ = true;
 }
 

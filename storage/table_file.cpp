@@ -69,7 +69,7 @@ void pwrite_all(int fd, const void* p, size_t n, uint64_t off, const std::string
     const ssize_t w = ::pwrite(fd, c, n, static_cast<off_t>(off));
     if (w < 0) {
       if (errno == EINTR) continue;
-      throw IoError(str("table file ", path, ": write failed at byte offset ", off, ": ", errno_text(),
+      throw ResourceError(str("table file ", path, ": write failed at byte offset ", off, ": ", errno_text(),
                         " (hint: check free disk space)"));
     }
     c += w;
@@ -222,11 +222,11 @@ TableFileHeader write_core(const std::string& path, const MemoryLayout& layout, 
   put64(hb.data() + kOffChecksumsHash, h.checksums_hash);
   put64(hb.data() + kOffHeaderHash, data::xxh64_bytes(hb.data(), kOffHeaderHash));
   pwrite_all(f.fd, hb.data(), hb.size(), 0, path);
-  if (::fsync(f.fd) != 0) throw IoError(str("table file ", path, ": fsync failed: ", errno_text()));
+  if (::fsync(f.fd) != 0) throw ResourceError(str("table file ", path, ": fsync failed: ", errno_text()));
   ::close(f.fd);
   f.fd = -1;
   if (::rename(f.tmp.c_str(), path.c_str()) != 0)
-    throw IoError(str("table file ", path, ": cannot rename ", f.tmp, " into place: ", errno_text()));
+    throw ResourceError(str("table file ", path, ": cannot rename ", f.tmp, " into place: ", errno_text()));
   f.done = true;
   return h;
 }
