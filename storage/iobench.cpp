@@ -242,7 +242,9 @@ IoBenchSuiteResult run_iobench_suite(const IoBenchSuiteConfig& cfg, const EvalSt
     if (log) log(line);
   };
   const std::string& d = cfg.dir;
-  const bool made_dir = std::filesystem::create_directories(d);
+  std::error_code ec;
+  const bool made_dir = std::filesystem::create_directories(d, ec);
+  if (ec) throw IoError(str("iobench --dir ", d, ": cannot create it: ", ec.message(), " (hint: a writable folder on the disk to test)"));
   IoBenchSuiteResult out;
   try {
     for (const FlashLayoutSpec& spec : cfg.layouts) {

@@ -230,3 +230,36 @@ TEST_F(CheckpointRobustness, AModelTooBigForMemoryIsRefusedBeforeAllocating) {
 }
 }  // namespace
 }  // namespace pg
+
+namespace pg {
+namespace {
+// Issue 15: a run whose loss explodes (train.lr = 10) stops as diverged (it used to end "finished", exit 0).
+TEST_F(CheckpointRobustness, ARunWhoseLossExplodesStopsAsDiverged) {
+  ExperimentConfig c = cfg_;
+  c.train.lr = 10.0;
+  c.train.steps = 40;
+  c.train.checkpoint_interval = 1;
+  c.train.out_dir = (dir_ / "lr10").string();
+  data::DataSet ds = data::open_dataset(c.data, c.tokenizer);
+  TrainOptions opt;
+  opt.progress = false;
+  std::string err;
+  try {
+    train(c, ds, opt);
+  } catch (const UserError& e) {
+    err = e.what();
+  }
+  EXPECT_NE(err.find("training diverged at step"), std::string::npos) << err;
+  EXPECT_EQ(h5::File::open(c.train.out_dir + "/log.h5").root().attr_string("status"), "diverged");
+  // whatever checkpoint was written holds finite values (it is accepted by the strict reader)
+  if (std::filesystem::exists(c.train.out_dir + "/checkpoint.h5")) {
+    Transformer m(c.model, c.train.micro_batch);
+    EXPECT_NO_THROW(load_checkpoint(c.train.out_dir + "/checkpoint.h5", m, nullptr, [](const h5::Group&) {}));
+  }
+}
+
+TEST_F(CheckpointRobustness, AnEmptyOutDirIsRefused) {
+  EXPECT_THROW(load_experiment(PG_SOURCE_DIR "/configs/tiny.yaml", {"train.out_dir="}), ConfigError);
+}
+}  // namespace
+}  // namespace pg
