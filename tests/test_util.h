@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <random>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -61,6 +62,15 @@ inline std::string slurp(const std::filesystem::path& p) {
 inline std::vector<std::string> tiny_fixture_sets(const std::filesystem::path& dir) {
   return {"data.cache_dir=" + (dir / "cache").string(), "data.corpus=" PG_TEST_DATA "/corpus", "tokenizer.vocab_size=1024",
           "model.vocab=1024", "tokenizer.input_sentence_size=4000", "data.val_tokens=2048"};
+}
+
+// n floats drawn from N(0, 1) by mt19937(seed): the random matrices of the kernel and model tests.
+inline std::vector<float> randn(size_t n, uint32_t seed) {
+  std::mt19937 g(seed);
+  std::normal_distribution<float> d;
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(g);
+  return v;
 }
 
 // `base` followed by `more` (a fixture's own --set overrides after the shared ones).

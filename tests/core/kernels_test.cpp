@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "core/gemm.h"
+#include "tests/test_util.h"
 #include "core/isa.h"
 #include "core/kernels.h"
 
@@ -20,13 +21,7 @@ namespace {
 
 using gemm::View;
 
-std::vector<float> randn(size_t n, uint32_t seed) {
-  std::mt19937 g(seed);
-  std::normal_distribution<float> d;
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(g);
-  return v;
-}
+using testing::randn;
 
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;

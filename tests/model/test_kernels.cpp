@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/gemm.h"
+#include "tests/test_util.h"
 #include "model/simd.h"
 
 namespace pg {
@@ -14,13 +15,7 @@ namespace {
 
 using gemm::View;
 
-std::vector<float> randn(size_t n, uint32_t seed) {
-  std::mt19937 g(seed);
-  std::normal_distribution<float> d;
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(g);
-  return v;
-}
+using testing::randn;
 
 // C = A B with A (M x K), B (K x N) in the four layouts, against a double reference.
 TEST(ModelGemm, MatchesReferenceForAllLayoutsAndEdgeShapes) {

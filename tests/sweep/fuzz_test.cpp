@@ -24,6 +24,7 @@
 #include "train/config.h"
 #include "sweep/spec.h"
 #include "train/trainer.h"
+#include "tests/test_util.h"
 
 namespace pg {
 namespace {
@@ -160,11 +161,9 @@ class FuzzBinary : public ::testing::Test {
     dir_ = fs::temp_directory_path() / ("pg_fuzzbin_" + std::to_string(::getpid()));
     fs::create_directories(dir_);
     cfg_ = load_experiment(PG_SOURCE_DIR "/configs/tiny.yaml",
-                           {"data.cache_dir=" + (dir_ / "cache").string(), "data.corpus=" PG_TEST_DATA "/corpus",
-                            "tokenizer.vocab_size=1024", "model.vocab=1024", "tokenizer.input_sentence_size=4000",
-                            "data.val_tokens=2048", "train.steps=2", "train.eval_interval=0", "train.eval_windows=4",
+                           testing::with_sets(testing::tiny_fixture_sets(dir_), {"train.steps=2", "train.eval_interval=0", "train.eval_windows=4",
                             "memory.layout=pagegram", "memory.inject_layers=[0,1]", "memory.target_params=100000",
-                            "train.out_dir=" + (dir_ / "run").string()});
+                            "train.out_dir=" + (dir_ / "run").string()}));
     stores_ = data::tokenize(cfg_.data, cfg_.tokenizer);
     data::DataSet ds = data::open_dataset(cfg_.data, cfg_.tokenizer);
     TrainOptions opt;

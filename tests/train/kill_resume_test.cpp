@@ -18,6 +18,7 @@
 #include "core/h5.h"
 #include "data/pipeline.h"
 #include "train/config.h"
+#include "tests/test_util.h"
 
 namespace pg {
 namespace {
@@ -38,10 +39,7 @@ std::vector<std::string> args_for(const fs::path& dir, const std::string& out) {
 
 // Builds the tokenizer and token stores of the fixture corpus in dir/cache (the train command expects them).
 void prepare(const fs::path& dir) {
-  ExperimentConfig c = load_experiment(PG_SOURCE_DIR "/configs/tiny.yaml",
-                                       {"data.cache_dir=" + (dir / "cache").string(), "data.corpus=" PG_TEST_DATA "/corpus",
-                                        "tokenizer.vocab_size=1024", "model.vocab=1024",
-                                        "tokenizer.input_sentence_size=4000", "data.val_tokens=2048"});
+  ExperimentConfig c = load_experiment(testing::kTinyConfig, testing::tiny_fixture_sets(dir));
   data::tokenize(c.data, c.tokenizer);
 }
 
