@@ -94,22 +94,7 @@ void File::close_checked() {
   }
   H5Fclose(id);
   if (!ok) throw ResourceError(str("cannot write ", path_, ": HDF5 could not build the file image (out of memory?)"));
-  const int fd = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw ResourceError(str("cannot create ", path_, ": ", std::strerror(errno)));
-  size_t done = 0;
-  while (done < image.size()) {
-    const ssize_t w = ::write(fd, image.data() + done, image.size() - done);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) {
-      const int e = w < 0 ? errno : ENOSPC;
-      ::close(fd);
-      throw ResourceError(str("cannot write ", path_, " (", done, " of ", image.size(), " bytes written): ",
-                              std::strerror(e), " (hint: free disk space, check quotas and file size limits; "
-                              "the previous file is kept)"));
-    }
-    done += static_cast<size_t>(w);
-  }
-  if (::close(fd) != 0) throw ResourceError(str("cannot write ", path_, ": close: ", std::strerror(errno)));
+  write_new_file(path_, image.data(), image.size());
 }
 
 Group Group::sub(const std::string& name) const {
@@ -273,6 +258,25 @@ double Group::attr_double(const std::string& name) const {
   double v = 0;
   if (H5Aread(a.id(), H5T_NATIVE_DOUBLE, &v) < 0) throw IoError(str(where(name), ": cannot read attribute"));
   return v;
+}
+
+void write_new_file(const std::string& path, const void* data, size_t n) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw ResourceError(str("cannot create ", path, ": ", std::strerror(errno), " (hint: check permissions)"));
+  const char* c = static_cast<const char*>(data);
+  size_t done = 0;
+  while (done < n) {
+    const ssize_t w = ::write(fd, c + done, n - done);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      const int e = w < 0 ? errno : ENOSPC;
+      ::close(fd);
+      throw ResourceError(str("cannot write ", path, " (", done, " of ", n, " bytes written): ", std::strerror(e),
+                              " (hint: free disk space, check quotas and file size limits; the previous file is kept)"));
+    }
+    done += static_cast<size_t>(w);
+  }
+  if (::close(fd) != 0) throw ResourceError(str("cannot write ", path, ": close: ", std::strerror(errno)));
 }
 
 std::string temp_name(const std::string& path) { return path + ".tmp." + std::to_string(::getpid()); }

@@ -128,6 +128,8 @@ void write_atomic(const std::string& path, F&& fill);
 // fsyncs tmp (checked), renames it over path and fsyncs the directory; removes tmp and throws ResourceError on error.
 void commit_atomic(const std::string& tmp, const std::string& path);
 std::string temp_name(const std::string& path);
+// Creates (truncates) `path` and writes n bytes with checked writes; ResourceError naming the file and errno.
+void write_new_file(const std::string& path, const void* data, size_t n);
 void remove_quietly(const std::string& path);
 
 template <class F>

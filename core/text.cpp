@@ -34,25 +34,11 @@ void write_text_atomic(const std::string& path, const std::string& text) {
   std::filesystem::path p(path);
   if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path());
   const std::string tmp = h5::temp_name(path);
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw ResourceError(str("cannot create ", tmp, ": ", std::strerror(errno), " (hint: check permissions)"));
-  size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t w = ::write(fd, text.data() + done, text.size() - done);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) {
-      const int e = w < 0 ? errno : ENOSPC;
-      ::close(fd);
-      h5::remove_quietly(tmp);
-      throw ResourceError(str("cannot write ", path, ": ", std::strerror(e),
-                              " (hint: free disk space; the previous file is kept)"));
-    }
-    done += static_cast<size_t>(w);
-  }
-  if (::close(fd) != 0) {
-    const int e = errno;
+  try {
+    h5::write_new_file(tmp, text.data(), text.size());
+  } catch (...) {
     h5::remove_quietly(tmp);
-    throw ResourceError(str("cannot write ", path, ": ", std::strerror(e), " (hint: free disk space)"));
+    throw;
   }
   h5::commit_atomic(tmp, path);  // fsync, rename, fsync of the directory
 }
