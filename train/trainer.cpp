@@ -116,6 +116,16 @@ class DivergenceWatch {
   std::vector<double> window_;
 };
 
+// True when two configs give the same results: equal but for the thread count and run directory (bit-identical
+// for any of them) and the run-log collision statistics switches (they only read addresses).
+bool same_results(ExperimentConfig a, ExperimentConfig b) {
+  a.train.threads = b.train.threads = 0;
+  a.train.out_dir = b.train.out_dir = "";
+  a.memory.collision_stats = b.memory.collision_stats;
+  a.memory.collision_owners = b.memory.collision_owners;
+  return cfg::equal(a, b);
+}
+
 bool all_finite(std::span<const float> v) {
   for (float x : v)
     if (!std::isfinite(x)) return false;
@@ -254,12 +264,7 @@ TrainSummary train(const ExperimentConfig& cfg, const data::DataSet& ds, const T
   const bool resumed = opt.resume && std::filesystem::exists(ckpt);
   if (resumed) {
     // Thread count and run directory do not change results (bit-identical for any thread count).
-    ExperimentConfig saved = checkpoint_config(ckpt), mine = cfg;
-    saved.train.threads = mine.train.threads = 0;
-    saved.train.out_dir = mine.train.out_dir = "";
-    saved.memory.collision_stats = mine.memory.collision_stats;  // run-log statistics only
-    saved.memory.collision_owners = mine.memory.collision_owners;
-    if (!cfg::equal(saved, mine))
+    if (!same_results(checkpoint_config(ckpt), cfg))
       throw ConfigError(str(ckpt, ": the checkpoint was written with a different config (hint: resume with the ",
                             "same config, or use a new train.out_dir)"));
     st = load_checkpoint(ckpt, model, &adamw, load_mem);
@@ -273,13 +278,7 @@ TrainSummary train(const ExperimentConfig& cfg, const data::DataSet& ds, const T
       throw IoError(str(log_path, ": missing, but ", ckpt, " is at step ", st.step,
                         " (hint: the log cannot be rebuilt; remove checkpoint.h5 to start the run over, or use "
                         "another train.out_dir)"));
-    ExperimentConfig logged = parse_experiment(h5::File::open(log_path).root().attr_string("config"), log_path + ":/config"),
-                     mine = cfg;
-    logged.train.threads = mine.train.threads = 0;
-    logged.train.out_dir = mine.train.out_dir = "";
-    logged.memory.collision_stats = mine.memory.collision_stats;
-    logged.memory.collision_owners = mine.memory.collision_owners;
-    if (!cfg::equal(logged, mine))
+    if (!same_results(parse_experiment(h5::File::open(log_path).root().attr_string("config"), log_path + ":/config"), cfg))
       throw IoError(str(log_path, ": the log belongs to a run with another config (hint: never copy logs between "
                         "runs; remove checkpoint.h5 and log.h5 to start over)"));
   }
