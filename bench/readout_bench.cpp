@@ -95,7 +95,7 @@ int main(int argc, char** argv) {
   pg::SparseGradScratch sg_scratch;
   pg::SparseGradAccumulator acc(R, w);
   pg::RowwiseRmsOptimizer opt(R, w, pg::RowwiseRmsSettings{});
-  opt.set_lr_schedule([](int64_t) { return 1e-3; });
+  opt.set_schedule(pg::LrSchedule::constant(1e-3));
   int64_t step = 0;
 
   const double gflop = 2.0 * static_cast<double>(N * C * D) / 1e9;

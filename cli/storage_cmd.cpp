@@ -199,21 +199,19 @@ void register_storage_commands(CLI::App& app) {
       const MemoryLayout* L = nullptr;
       TableFileHeader h;
       ExperimentConfig cfg;
-      std::unique_ptr<Transformer> model;
-      std::unique_ptr<MemoryInjector> mem;
+      TrainedModel tm;                    // with --checkpoint
       std::unique_ptr<data::DataSet> ds;  // for Engram-faithful hashing and --eval-windows
       TableWriteOptions opt;
       opt.progress = true;
       opt.info = {{"revision", build::kRevision}, {"command", cmdline()}};
       if (!checkpoint.empty()) {
-        TrainedModel tm = load_trained_model(checkpoint, {.open_data = eval_windows > 0, .table_ready = true});
-        if (!tm.mem)
+        tm = load_trained_model(checkpoint, {.open_data = eval_windows > 0, .table_ready = true});
+        if (!tm.mem())
           throw UserError(str("export: ", checkpoint, " was trained without a memory table (memory.layout none)"));
-        cfg = tm.cfg;
-        model = std::move(tm.model);
-        mem = std::move(tm.mem);
+        cfg = tm.cfg();
         ds = std::move(tm.data);
-        const TrainState& st = tm.state;
+        const TrainState& st = tm.state();
+        MemoryInjector* mem = tm.mem();
         L = &mem->table().layout();
         opt.info.push_back({"source", checkpoint});
         opt.info.push_back({"step", std::to_string(st.step)});
@@ -241,9 +239,8 @@ void register_storage_commands(CLI::App& app) {
         data::ValidationWindows val = ds->validation(cfg.model.context);
         const int64_t n = std::min<int64_t>(eval_windows, val.count());
         Timer te;
-        const Nf4LossComparison c = compare_nf4_loss(mem->table().values(), L->rows(), L->width(), [&] {
-          return evaluate(*model, val, n, *ds->heldout, mem.get());
-        });
+        const Nf4LossComparison c = compare_nf4_loss(tm.mem()->table().values(), L->rows(), L->width(),
+                                                     [&] { return tm.session->evaluate(val, n, *ds->heldout); });
         const double fp32 = c.fp32, q = c.nf4;
         std::printf("held-out over %lld windows: fp32 table %.6f nats, NF4 table %.6f nats, difference %+.6f "
                     "(report: +0.0004) (%.1f s)\n",

@@ -82,9 +82,9 @@ void register_train_commands(CLI::App& app, int argc, char** argv) {
     c->callback([] {
       setup_threads(static_cast<int>(threads));
       TrainedModel tm = load_trained_model(checkpoint, {.open_data = true, .table_ready = false});
-      const ExperimentConfig& cfg = tm.cfg;
+      const ExperimentConfig& cfg = tm.cfg();
       const data::DataSet& ds = *tm.data;
-      const TrainState& st = tm.state;
+      const TrainState& st = tm.state();
       data::ValidationWindows val = ds.validation(cfg.model.context);
       if (windows > val.count())
         throw UserError(str("--windows ", windows, ": the validation split holds ", val.count(), " windows of ",
@@ -92,8 +92,7 @@ void register_train_commands(CLI::App& app, int argc, char** argv) {
       const int64_t n = windows > 0 ? windows : std::min<int64_t>(cfg.train.eval_windows, val.count());
       Timer t;
       ProgressLine line("eval windows", n);
-      const double loss = evaluate(*tm.model, val, n, *ds.heldout, tm.mem.get(),
-                                   [&](int64_t done, int64_t) { line.update(done); });
+      const double loss = tm.session->evaluate(val, n, *ds.heldout, [&](int64_t done, int64_t) { line.update(done); });
       line.finish();
       std::printf("checkpoint  %s (step %ld, %.2fM tokens)\n", checkpoint.c_str(), long(st.step), st.tokens / 1e6);
       std::printf("held-out    %.6f nats over %ld windows of %ld tokens (%.1f s)\n", loss, long(n),

@@ -13,14 +13,15 @@ RowwiseRmsOptimizer::RowwiseRmsOptimizer(int64_t rows, int64_t width, RowwiseRms
   PG_CHECK(rows >= 0 && width >= 1);
 }
 
-void RowwiseRmsOptimizer::set_lr_schedule(std::function<double(int64_t)> lr) {
-  lr_ = std::move(lr);
+void RowwiseRmsOptimizer::set_schedule(const LrSchedule& schedule) {
+  schedule_ = schedule;
+  has_schedule_ = true;
   log_decay_.assign(1, 0.0);
 }
 
-double RowwiseRmsOptimizer::lr(int64_t t) {
-  PG_CHECK(lr_, "RowwiseRmsOptimizer: no learning-rate schedule set");
-  return lr_(t);
+double RowwiseRmsOptimizer::lr(int64_t t) const {
+  PG_CHECK(has_schedule_, "RowwiseRmsOptimizer: no learning-rate schedule set");
+  return schedule_.lr(t);
 }
 
 void RowwiseRmsOptimizer::extend_schedule(int64_t t) {

@@ -5,14 +5,14 @@
 //   replay steps last+1 .. t-1:  θ ← θ · Π (1 − η_i λ_T),  v ← v · β2^k  (k = t-1-last)
 //   v ← β2 v + (1−β2) mean(g²);  θ ← θ (1 − η_t λ_T) − η_t g / (sqrt(v / (1−β2^t)) + ε)
 // The decay product over a step range is exp(L[b] − L[a]) with L[t] = Σ_{i<=t} log1p(−η_i λ_T) in double
-// (exactly 1 when λ_T = 0). η_t comes from a caller-supplied schedule (table lr = lr_mult × backbone lr).
+// (exactly 1 when λ_T = 0). η_t comes from the run's schedule (core/schedule.h; table lr = lr_mult × backbone lr).
 #pragma once
 #include <cstdint>
-#include <functional>
 #include <span>
 #include <vector>
 
 #include "core/h5.h"
+#include "core/schedule.h"
 
 namespace pg {
 
@@ -25,9 +25,10 @@ struct RowwiseRmsSettings {
 class RowwiseRmsOptimizer {
  public:
   RowwiseRmsOptimizer(int64_t rows, int64_t width, RowwiseRmsSettings s);
-  // η_t (the table learning rate) of 1-based step t. Must be set before the first update.
-  void set_lr_schedule(std::function<double(int64_t)> lr);
-  double lr(int64_t t);
+  // The table's learning-rate schedule (η_t = schedule.lr(t)). Must be set before the first update.
+  void set_schedule(const LrSchedule& schedule);
+  const LrSchedule& schedule() const { return schedule_; }
+  double lr(int64_t t) const;
 
   // Brings rows (unique) to the end of step t as if every step since their last update had g = 0.
   // Parallel over rows; the table is [rows, width].
@@ -59,7 +60,8 @@ class RowwiseRmsOptimizer {
   RowwiseRmsSettings s_;
   std::vector<float> v_;
   std::vector<int32_t> last_;
-  std::function<double(int64_t)> lr_;
+  LrSchedule schedule_;
+  bool has_schedule_ = false;
   std::vector<double> log_decay_{0.0};  // L[0..]
   std::vector<double> beta2_pow_{1.0};  // beta2^k (std::pow, computed once per k: the same bits as per row)
 };

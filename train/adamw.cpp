@@ -66,12 +66,4 @@ void AdamW::step(int64_t t, double lr) {
   }
 }
 
-double wsd_lr(int64_t step, int64_t total, double peak, double warmup_frac, double decay_frac) {
-  const int64_t w = static_cast<int64_t>(std::llround(warmup_frac * static_cast<double>(total)));
-  const int64_t d = static_cast<int64_t>(std::llround(decay_frac * static_cast<double>(total)));
-  if (w > 0 && step < w) return peak * static_cast<double>(step + 1) / static_cast<double>(w);
-  if (d > 0 && step >= total - d) return peak * static_cast<double>(total - step) / static_cast<double>(d);
-  return peak;
-}
-
 }  // namespace pg

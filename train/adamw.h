@@ -1,11 +1,13 @@
-// AdamW over named parameter views (decay on matrices only), deterministic global grad norm, and the
-// Warmup-Stable-Decay learning-rate schedule (SPEC §4).
+// AdamW over named parameter views (decay on matrices only) and its deterministic global grad norm (SPEC §4);
+// the learning rate comes from core/schedule.h.
 #pragma once
 #include <cmath>
 #include <cstdint>
 #include <span>
 #include <string>
 #include <vector>
+
+#include "core/schedule.h"  // wsd_lr, LrSchedule
 
 namespace pg {
 
@@ -50,9 +52,5 @@ class AdamW {
   std::vector<float> m_, v_;
   AdamWSettings s_;
 };
-
-// WSD: linear warm-up over the first round(warmup_frac*total) steps (lr ramps (s+1)/W), constant, then
-// linear decay to 0 over the last round(decay_frac*total) steps. `step` is 0-based.
-double wsd_lr(int64_t step, int64_t total, double peak, double warmup_frac, double decay_frac);
 
 }  // namespace pg

@@ -206,10 +206,7 @@ std::vector<ParamView> MemoryInjector::dense_params() {
 
 void MemoryInjector::zero_dense_grads() { std::fill(grads_.begin(), grads_.end(), 0.0f); }
 
-void MemoryInjector::set_lr_schedule(std::function<double(int64_t)> backbone_lr) {
-  const double mult = cfg_.lr_mult;
-  table_->optimizer().set_lr_schedule([backbone_lr, mult](int64_t t) { return mult * backbone_lr(t); });
-}
+void MemoryInjector::set_schedule(const LrSchedule& backbone) { table_->optimizer().set_schedule(backbone.times(cfg_.lr_mult)); }
 
 void MemoryInjector::step_table(int64_t t) {
   const Timer timer;

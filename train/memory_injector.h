@@ -9,13 +9,13 @@
 //                   step_table(t) applies the row-wise update (outside clipping); zero_dense_grads().
 #pragma once
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "core/h5.h"
+#include "core/schedule.h"
 #include "memory/config.h"
 #include "memory/normalize.h"
 #include "memory/readout.h"
@@ -98,8 +98,8 @@ class MemoryInjector : public ResidualInjector {
   // Dense memory parameters as named views into one allocation (W_V and W_K decayed; gates and norms not).
   std::vector<ParamView> dense_params();
   void zero_dense_grads();
-  // backbone_lr(t): the backbone lr of 1-based step t; the table uses lr_mult * backbone_lr(t).
-  void set_lr_schedule(std::function<double(int64_t)> backbone_lr);
+  // The backbone's schedule; the table uses it times memory.lr_mult.
+  void set_schedule(const LrSchedule& backbone);
   void step_table(int64_t t);
 
   MemoryInjectorStats stats() const;

@@ -5,13 +5,11 @@
 #include <functional>
 #include <memory>
 #include <numeric>
-#include <random>
 
 #include "core/threads.h"
 #include "core/timer.h"
 #include "data/synthetic.h"
-#include "model/transformer.h"
-#include "train/adamw.h"
+#include "train/session.h"
 #include "train/trainer.h"
 
 namespace pg {
@@ -31,39 +29,23 @@ OverheadResult measure_overhead(const std::vector<ExperimentConfig>& cfgs, int64
                             " (hint: give every config the same --set overrides)"));
   }
   const ThreadInfo threads = setup_threads(static_cast<int>(base.train.threads));
-  const int64_t T = base.model.context, B = base.train.micro_batch, accum = base.train.accum_steps(T);
-  Transformer model(base.model, B);
-  model.init(static_cast<uint64_t>(base.train.seed));
-
-  // Random tokens in documents of 8,192 (as bench train --synthetic), windows at random starts.
-  const int64_t store = std::max<int64_t>(1 << 20, 8 * B * (T + 1));
-  std::vector<uint32_t> ids(static_cast<size_t>(store));
-  RngStream rng(static_cast<uint64_t>(base.train.seed), "bench.synthetic");
-  data::random_tokens(rng, base.model.vocab, ids);
-  const std::vector<int32_t> tokens(ids.begin(), ids.end());
-  std::mt19937_64 gen(12345);  // window starts
-  std::vector<uint64_t> doc_offsets;
-  for (int64_t d = 0; d < store; d += 8192) doc_offsets.push_back(static_cast<uint64_t>(d));
-  std::uniform_int_distribution<int64_t> start(0, store - T - 1);
-  std::vector<int32_t> windows(static_cast<size_t>(B * (T + 1)));
-  std::vector<int64_t> starts(static_cast<size_t>(B));
+  // Random tokens in documents of 8,192 (as bench train --synthetic); each config samples its own windows.
+  const data::SyntheticDataSet syn(base.model.vocab, base.model.context, static_cast<uint64_t>(base.train.seed));
+  const data::DataSet& ds = syn.dataset();
 
   struct Variant {
-    std::unique_ptr<MemoryInjector> mem;
-    std::unique_ptr<AdamW> adamw;
-    int64_t t = 0;
+    std::unique_ptr<Session> session;
+    std::unique_ptr<data::WindowSampler> sampler;
   };
   std::vector<Variant> vs(cfgs.size());
-  constexpr double kLr = 1e-5;  // small: the weights stay sane over many shared steps; the work is the same
+  constexpr double kLr = 1e-5;  // small and constant: the weights stay sane over many steps; the work is the same
   for (size_t i = 0; i < cfgs.size(); ++i) {
-    vs[i].mem = attach_memory(cfgs[i], model);
-    std::vector<ParamView> views = backbone_views(model);
-    if (vs[i].mem) {
-      for (const ParamView& v : vs[i].mem->dense_params()) views.push_back(v);
-      vs[i].mem->set_lr_schedule([](int64_t) { return kLr; });
-    }
-    const TrainConfig& tc = cfgs[i].train;
-    vs[i].adamw = std::make_unique<AdamW>(views, AdamWSettings{tc.beta1, tc.beta2, tc.eps, tc.weight_decay});
+    ExperimentConfig c = cfgs[i];
+    c.train.lr = kLr;
+    c.train.warmup_frac = c.train.decay_frac = 0.0;
+    c.train.steps = std::max<int64_t>(c.train.total_steps(), warmup + rounds);
+    vs[i].session = std::make_unique<Session>(c, SessionOptions{.optimizer = true, .tokenizer = ds.tokenizer.get()});
+    vs[i].sampler = std::make_unique<data::WindowSampler>(ds.sampler(c.model.context, static_cast<uint64_t>(c.train.seed)));
   }
 
   OverheadResult res;
@@ -75,30 +57,16 @@ OverheadResult measure_overhead(const std::vector<ExperimentConfig>& cfgs, int64
     for (size_t k = 0; k < vs.size(); ++k) {
       const size_t i = (k + static_cast<size_t>(r)) % vs.size();  // rotate: no variant always runs after the same one
       Variant& v = vs[i];
-      MemoryInjector* mem = v.mem.get();
-      model.set_injector(mem);
+      MemoryInjector* mem = v.session->memory();
       if (mem && r == warmup) mem->reset_phase_times();
       const Timer timer;
-      model.zero_grads();
-      if (mem) mem->zero_dense_grads();
-      for (int64_t a = 0; a < accum; ++a) {
-        for (int64_t b = 0; b < B; ++b) {
-          starts[static_cast<size_t>(b)] = start(gen);
-          std::copy_n(tokens.begin() + starts[static_cast<size_t>(b)], T + 1, windows.begin() + b * (T + 1));
-        }
-        if (mem) mem->prepare(std::span<const int32_t>(tokens), doc_offsets, starts, T);
-        model.forward_backward(windows.data(), B, 1.0f / static_cast<float>(accum));
-      }
-      (void)v.adamw->grad_norm();
-      v.adamw->step(++v.t, kLr);
-      if (mem) mem->step_table(v.t);
+      v.session->step(*ds.train, *v.sampler);
       if (r >= warmup) res.variants[i].step_seconds.push_back(timer.seconds());
     }
     if (on_round) on_round(r);
   }
-  model.set_injector(nullptr);
   for (size_t i = 0; i < vs.size(); ++i)
-    if (vs[i].mem) res.variants[i].phases = vs[i].mem->phase_times();
+    if (const MemoryInjector* mem = vs[i].session->memory()) res.variants[i].phases = mem->phase_times();
   res.peak_rss_kb = peak_rss_kb();
   return res;
 }

@@ -1,8 +1,9 @@
-// Memory-table overhead measured in one process: one backbone (weights and buffers shared by every variant)
-// takes optimizer steps with each config in turn — every config once per round, the order rotated from round to
+// Memory-table overhead measured in one process: one Session per config (train/session.h, the same backbone
+// initialization) takes optimizer steps in turn — every config once per round, the order rotated from round to
 // round — so the variants of one round run seconds apart and a slow phase of a shared machine hits them alike.
-// Each step is what the trainer does (micro-batches of random tokens with the memory's prepare, forward/backward, grad norm,
-// AdamW, table update) without logging, evaluation or checkpoints.
+// Each step is Session::step, what the trainer does (micro-batches of random tokens with the memory's prepare,
+// forward/backward, grad norm, clip, AdamW, table update) at a small constant learning rate, without logging,
+// evaluation or checkpoints.
 #pragma once
 #include <cstdint>
 #include <functional>

@@ -1,31 +1,32 @@
-// A trained model read back from its checkpoint, with its memory table attached: what `pagegram eval` evaluates
-// and `pagegram export` writes as a table file (the storage/ tools never include train/, so this is here).
+// A trained model read back from its checkpoint: a Session (train/session.h) without optimizer moments, with its
+// memory table attached: what `pagegram eval` evaluates, `pagegram export` writes as a table file and generation
+// serves (the storage/ tools never include train/, so this is here).
 #pragma once
 #include <memory>
 #include <string>
 
 #include "data/pipeline.h"
-#include "model/transformer.h"
-#include "train/checkpoint.h"
-#include "train/config.h"
-#include "train/memory_injector.h"
+#include "train/session.h"
 
 namespace pg {
 
 struct TrainedModel {
-  ExperimentConfig cfg;                   // the checkpoint's resolved config
-  std::unique_ptr<Transformer> model;
-  std::unique_ptr<MemoryInjector> mem;    // null without a memory table
-  std::unique_ptr<data::DataSet> data;    // null unless opened (see load_trained_model)
-  TrainState state;                       // step, tokens, ...
+  std::unique_ptr<Session> session;       // the checkpoint's config, parameters, table and state
+  std::unique_ptr<data::DataSet> data;    // null unless opened (see TrainedModelOptions)
+
+  const ExperimentConfig& cfg() const { return session->config(); }
+  Transformer& model() { return session->model(); }
+  MemoryInjector* mem() { return session->memory(); }
+  const TrainState& state() const { return session->state(); }
 };
 
 struct TrainedModelOptions {
   bool open_data = false;    // open the config's dataset (held-out windows); also opened when Engram-faithful hashing needs the tokenizer
-  bool table_ready = false;  // give the table the run's WSD schedule and replay its decay up to the last step (materialize), as exported
+  bool table_ready = false;  // replay the table's decay up to the last step (materialize), as exported
+  int64_t micro_batch = 0;   // windows per forward pass (0: the config's train.micro_batch)
 };
 
-// Builds the model and memory of the checkpoint's config and loads both (no optimizer moments).
+// Builds the session of the checkpoint's config and loads it (no optimizer moments).
 TrainedModel load_trained_model(const std::string& checkpoint, const TrainedModelOptions& opt);
 
 }  // namespace pg

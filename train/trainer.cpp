@@ -12,7 +12,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <span>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -20,11 +19,9 @@
 #include "core/text.h"
 #include "core/threads.h"
 #include "core/timer.h"
-#include "memory/normalize.h"
-#include "train/adamw.h"
 #include "train/checkpoint.h"
-#include "train/memory_injector.h"
 #include "train/run_log.h"
+#include "train/session.h"
 
 namespace pg {
 
@@ -116,77 +113,7 @@ class DivergenceWatch {
   std::vector<double> window_;
 };
 
-// True when two configs give the same results: equal but for the thread count and run directory (bit-identical
-// for any of them) and the run-log collision statistics switches (they only read addresses).
-bool same_results(ExperimentConfig a, ExperimentConfig b) {
-  a.train.threads = b.train.threads = 0;
-  a.train.out_dir = b.train.out_dir = "";
-  a.memory.collision_stats = b.memory.collision_stats;
-  a.memory.collision_owners = b.memory.collision_owners;
-  return cfg::equal(a, b);
-}
-
-bool all_finite(std::span<const float> v) {
-  for (float x : v)
-    if (!std::isfinite(x)) return false;
-  return true;
-}
-
-// Computes the memory's addresses and e_t for windows starting at `starts` in `store` (SPEC §3: n-grams are a
-// function of the store position, never of the window start).
-void prepare_memory(MemoryInjector& mem, const data::TokenStore& store, const std::vector<int64_t>& starts,
-                    int64_t T) {
-  store.with_ids([&](auto ids) { mem.prepare(ids, store.doc_offsets(), starts, T); });
-}
-// Records the lookups of the last prepare_memory() for the step's collision statistics (training batches only).
-void observe_collisions(MemoryInjector& mem, const data::TokenStore& store, const std::vector<int64_t>& starts,
-                        int64_t T) {
-  store.with_ids([&](auto ids) { mem.observe_collisions(ids, store.doc_offsets(), starts, T); });
-}
 }  // namespace
-
-std::unique_ptr<MemoryInjector> attach_memory(const ExperimentConfig& cfg, Transformer& model,
-                                              const data::Tokenizer* tokenizer) {
-  if (cfg.memory.layout == "none") {
-    model.set_injector(nullptr);
-    return nullptr;
-  }
-  const auto vocab = engram_vocab(cfg.memory, tokenizer ? tokenizer->pieces() : std::vector<std::string>{});
-  auto mem = std::make_unique<MemoryInjector>(cfg.memory, cfg.model.d_model, cfg.model.layers,
-                                              static_cast<uint64_t>(cfg.train.seed), vocab.get(), cfg.model.norm_eps);
-  model.set_injector(mem.get());
-  return mem;
-}
-
-double evaluate(Transformer& model, const data::ValidationWindows& val, int64_t n, const data::TokenStore& heldout,
-                MemoryInjector* mem, const std::function<void(int64_t, int64_t)>& progress) {
-  const int64_t total = (n <= 0 || n > val.count()) ? val.count() : n;
-  const int64_t B = model.micro_batch(), T = model.config().context, W = T + 1;
-  std::vector<int32_t> buf(static_cast<size_t>(B * W));
-  std::vector<int64_t> starts;
-  double sum = 0.0;
-  for (int64_t k = 0; k < total; k += B) {
-    const int64_t b = std::min(B, total - k);
-    val.windows(k, b, buf.data());
-    if (mem) {
-      starts.clear();
-      for (int64_t i = 0; i < b; ++i) starts.push_back(static_cast<int64_t>(val.start(k + i)));
-      prepare_memory(*mem, heldout, starts, T);
-    }
-    sum += model.forward_loss(buf.data(), b) * static_cast<double>(b);
-    if (progress) progress(k + b, total);
-  }
-  return sum / static_cast<double>(total);
-}
-
-std::vector<ParamView> backbone_views(Transformer& model) {
-  std::vector<ParamView> views;
-  float* p = model.params().data();
-  float* g = model.grads().data();
-  for (const ParamInfo& pi : model.param_infos())
-    views.push_back({pi.name, p + pi.offset, g + pi.offset, pi.size, pi.decay});
-  return views;
-}
 
 namespace {
 
@@ -234,21 +161,9 @@ TrainSummary train(const ExperimentConfig& cfg, const data::DataSet& ds, const T
                           " pieces (hint: set model.vocab and tokenizer.vocab_size to the same value)"));
 
   check_fits_in_memory(cfg, tc.out_dir);  // refused before allocating, not by the kernel's OOM killer
-  Transformer model(cfg.model, B);
-  model.init(static_cast<uint64_t>(tc.seed));
-  std::unique_ptr<MemoryInjector> mem = attach_memory(cfg, model, ds.tokenizer.get());
-  std::vector<ParamView> views = backbone_views(model);
-  if (mem) {
-    for (const ParamView& v : mem->dense_params()) views.push_back(v);
-    mem->set_lr_schedule([&](int64_t t) { return wsd_lr(t - 1, total_steps, tc.lr, tc.warmup_frac, tc.decay_frac); });
-  }
-  AdamW adamw(views, AdamWSettings{tc.beta1, tc.beta2, tc.eps, tc.weight_decay});
-  SectionWriter save_mem;
-  SectionReader load_mem;
-  if (mem) {
-    save_mem = [&](const h5::Group& g) { mem->save(g); };
-    load_mem = [&](const h5::Group& g) { mem->load(g); };
-  }
+  Session session(cfg, {.optimizer = true, .tokenizer = ds.tokenizer.get()});
+  MemoryInjector* mem = session.memory();
+  TrainState& st = session.state();
   data::WindowSampler sampler = ds.sampler(T, static_cast<uint64_t>(tc.seed));
   data::ValidationWindows val = ds.validation(T);
   const int64_t eval_n = std::min<int64_t>(tc.eval_windows, val.count());
@@ -260,14 +175,13 @@ TrainSummary train(const ExperimentConfig& cfg, const data::DataSet& ds, const T
     lock = std::make_unique<RunDirLock>(tc.out_dir, opt.command);
     remove_stale_temporaries(tc.out_dir);
   }
-  TrainState st;
   const bool resumed = opt.resume && std::filesystem::exists(ckpt);
   if (resumed) {
     // Thread count and run directory do not change results (bit-identical for any thread count).
     if (!same_results(checkpoint_config(ckpt), cfg))
       throw ConfigError(str(ckpt, ": the checkpoint was written with a different config (hint: resume with the ",
                             "same config, or use a new train.out_dir)"));
-    st = load_checkpoint(ckpt, model, &adamw, load_mem);
+    session.load(ckpt);
     sampler.set_counter(st.sampler_counter);
   }
   RunMeta meta{cfg::dump(cfg), opt.command, threads.threads, threads.pinned, threads.cpus};
@@ -307,18 +221,14 @@ TrainSummary train(const ExperimentConfig& cfg, const data::DataSet& ds, const T
   Timer wall;
   auto run_eval = [&](int64_t step) {
     Timer t;
-    const MemoryPhaseTimes train_times = mem ? mem->phase_times() : MemoryPhaseTimes{};
-    const double l = evaluate(model, val, eval_n, *ds.heldout, mem.get(),
-                              [&](int64_t done, int64_t total) { progress.eval(done, total, t.seconds()); });
-    if (mem) mem->restore_phase_times(train_times);  // the phase timers measure training steps only
+    const double l = session.evaluate(val, eval_n, *ds.heldout,
+                                      [&](int64_t done, int64_t total) { progress.eval(done, total, t.seconds()); });
     log.eval_row(step, st.tokens, l);
     progress.line(str("eval step ", step, ": held-out loss ", l, " over ", eval_n, " windows (", t.seconds(), " s)"));
     return l;
   };
   if (st.step == 0) sum.first_eval = run_eval(0);
 
-  std::vector<int32_t> windows(static_cast<size_t>(B * (T + 1)));
-  std::vector<int64_t> starts(static_cast<size_t>(B));
   double train_seconds = 0.0;
   int64_t steps_this_call = 0, timed_steps = 0;
   double last_loss = 0.0;
@@ -327,51 +237,29 @@ TrainSummary train(const ExperimentConfig& cfg, const data::DataSet& ds, const T
   auto diverged = [&](const std::string& why) {
     log.set_status("diverged");
     if (opt.write_files) log.flush();
-    return UserError(str("training diverged at step ", st.step + 1, ": ", why, " (hint: lower train.lr; the last good checkpoint is ",
+    return UserError(str("training diverged at step ", st.step, ": ", why, " (hint: lower train.lr; the last good checkpoint is ",
                          std::filesystem::exists(ckpt) ? ckpt : std::string("not written yet"), ")"));
   };
   while (st.step < total_steps && (opt.stop_after < 0 || steps_this_call < opt.stop_after)) {
     if (mem && steps_this_call == opt.untimed_steps) mem->reset_phase_times();  // time the timed steps only
     Timer step_timer;
-    const double lr = wsd_lr(st.step, total_steps, tc.lr, tc.warmup_frac, tc.decay_frac);
-    model.zero_grads();
-    if (mem) mem->zero_dense_grads();
     // Collision statistics: reported on the steps that reach the log file; every step is observed when the
     // owners' running counts are tracked (they count every lookup of the run).
     const bool log_step = (st.step + 1) % tc.log_interval == 0 || st.step + 1 == total_steps ||
                           (opt.stop_after >= 0 && steps_this_call + 1 == opt.stop_after);
     const bool observe = mem && cfg.memory.collision_stats && (log_step || cfg.memory.collision_owners);
-    double loss = 0.0;
-    for (int64_t a = 0; a < accum; ++a) {
-      for (int64_t b = 0; b < B; ++b) {
-        starts[b] = static_cast<int64_t>(sampler.next_start());
-        ds.train->copy(static_cast<uint64_t>(starts[b]), static_cast<uint64_t>(T + 1), windows.data() + b * (T + 1));
-      }
-      if (mem) prepare_memory(*mem, *ds.train, starts, T);
-      if (observe) observe_collisions(*mem, *ds.train, starts, T);
-      loss += model.forward_backward(windows.data(), B, 1.0f / static_cast<float>(accum));
-    }
-    loss /= static_cast<double>(accum);
-    const double gnorm = adamw.grad_norm();
+    const StepStats ss = session.step(*ds.train, sampler, {.observe_collisions = observe, .report_collisions = log_step});
+    const double loss = ss.loss, gnorm = ss.grad_norm, lr = ss.lr;
+    // A diverged step is reported, never checkpointed (its update is discarded with the process).
     if (!std::isfinite(loss) || !std::isfinite(gnorm)) throw diverged(str("loss ", loss, ", grad norm ", gnorm));
-    if (const std::string why = watch.add(st.step + 1, loss); !why.empty()) throw diverged(why);
-    if (tc.grad_clip > 0 && gnorm > tc.grad_clip) adamw.scale_grads(static_cast<float>(tc.grad_clip / gnorm));
-    adamw.step(st.step + 1, lr);
+    if (const std::string why = watch.add(st.step, loss); !why.empty()) throw diverged(why);
     if (mem) {
-      const MemoryInjectorStats ms = mem->stats();  // before the update: rows touched this step
-      mem->step_table(st.step + 1);
-      for (size_t j = 0; j < ms.gates.size(); ++j) log.scalar(str("memory/gate", j), st.step + 1, ms.gates[j]);
-      for (size_t j = 0; j < ms.mean_alpha.size(); ++j)
-        log.scalar(str("memory/mean_alpha", j), st.step + 1, ms.mean_alpha[j]);
-      log.scalar("memory/touched_rows", st.step + 1, static_cast<double>(ms.touched_rows));
-      if (observe) {
-        const StepCollisionStats cs = mem->finish_collisions(log_step);
-        if (log_step) log.collisions(st.step + 1, cs, cfg.memory.orders, cfg.memory.collision_owners);
-      }
+      const MemoryInjectorStats& ms = ss.memory;
+      for (size_t j = 0; j < ms.gates.size(); ++j) log.scalar(str("memory/gate", j), st.step, ms.gates[j]);
+      for (size_t j = 0; j < ms.mean_alpha.size(); ++j) log.scalar(str("memory/mean_alpha", j), st.step, ms.mean_alpha[j]);
+      log.scalar("memory/touched_rows", st.step, static_cast<double>(ms.touched_rows));
+      if (observe && log_step) log.collisions(st.step, ss.collisions, cfg.memory.orders, cfg.memory.collision_owners);
     }
-    st.step += 1;
-    st.tokens += tc.tokens_per_step;
-    st.sampler_counter = sampler.counter();
     const double dt = step_timer.seconds();
     st.elapsed_s += dt;
     ++steps_this_call;
@@ -390,11 +278,8 @@ TrainSummary train(const ExperimentConfig& cfg, const data::DataSet& ds, const T
     // the two leaves extra rows, which a resume truncates); "finished" is written only after the final checkpoint.
     if (opt.write_files && (checkpoint || st.step % tc.log_interval == 0)) log.flush();
     if (checkpoint) {
-      if (!all_finite(model.params()) || !adamw.state_finite()) {
-        --st.step;  // report the step that produced it
-        throw diverged("non-finite parameters or optimizer state after the update");
-      }
-      save_checkpoint(ckpt, cfg, model, &adamw, st, save_mem);
+      if (!session.finite()) throw diverged("non-finite parameters or optimizer state after the update");
+      session.save(ckpt);
     }
     if (opt.write_files && last) {
       log.set_status("finished");

@@ -1,7 +1,6 @@
-// The training loop (SPEC §4) read top to bottom: sample windows, forward/backward with gradient
-// accumulation, clip, AdamW + WSD, table update, log, evaluate, checkpoint; plus held-out evaluation.
+// The training run (SPEC §4) read top to bottom: a Session (train/session.h) takes the steps; this file adds the
+// run directory (lock, resume checks), the log, evaluation cadence, divergence rule and checkpoints.
 #pragma once
-#include <functional>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -10,6 +9,7 @@
 #include "model/transformer.h"
 #include "train/config.h"
 #include "train/memory_injector.h"
+#include "train/session.h"
 
 namespace pg {
 
@@ -36,20 +36,6 @@ struct TrainSummary {
 };
 
 TrainSummary train(const ExperimentConfig& cfg, const data::DataSet& ds, const TrainOptions& opt);
-
-class MemoryInjector;
-// Mean cross-entropy (nats) over the first n validation windows (all of them when n <= 0). With a memory
-// injector (already set on the model), each micro-batch's addresses come from the held-out store.
-// `progress` (optional) is called after each micro-batch with the windows done and the total.
-double evaluate(Transformer& model, const data::ValidationWindows& val, int64_t n, const data::TokenStore& heldout,
-                MemoryInjector* mem = nullptr, const std::function<void(int64_t, int64_t)>& progress = {});
-// Builds the memory injector of cfg (nullptr for layout "none") and attaches it to the model. The tokenizer
-// is needed for Engram-faithful hashing (its compressed vocabulary) and may be null otherwise.
-std::unique_ptr<MemoryInjector> attach_memory(const ExperimentConfig& cfg, Transformer& model,
-                                              const data::Tokenizer* tokenizer = nullptr);
-
-// The backbone's parameters as named AdamW views (parameter + gradient), in buffer order.
-std::vector<ParamView> backbone_views(Transformer& model);
 
 // Peak resident set size of this process (kB), from /proc/self/status.
 int64_t peak_rss_kb();

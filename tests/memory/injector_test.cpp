@@ -152,7 +152,7 @@ TEST_P(InjectorGates, OneAndTwoThreadsGiveIdenticalBits) {
   auto run = [&](int threads) {
     omp_set_num_threads(threads);
     MemoryInjector inj(small_config(GetParam().first, GetParam().second), kC, kLayers, 5);
-    inj.set_lr_schedule([](int64_t t) { return 2e-3 * static_cast<double>(t); });
+    inj.set_schedule(LrSchedule{6e-3, 3, 1.0, 0.0});  // 2e-3 t over 3 steps
     const int64_t N = kB * kT;
     for (int64_t step = 1; step <= 3; ++step) {
       inj.zero_dense_grads();

@@ -227,7 +227,7 @@ TEST_P(LayoutConformance, OneAndTwoThreadsGiveIdenticalBits) {
     omp_set_num_threads(threads);
     MemoryConfig cfg = config_for(GetParam());
     MemoryTable t(make_layout(cfg, kD, &test_vocab()), {0.95, 1e-8, 0.01});
-    t.optimizer().set_lr_schedule([](int64_t step) { return 0.05 / static_cast<double>(step); });
+    t.optimizer().set_schedule(LrSchedule{0.05, 3, 0.0, 1.0});  // decaying over the 3 steps
     RngStream r(8, "test.dout");
     std::vector<float> out, dout;
     for (int64_t step = 1; step <= 3; ++step)
@@ -252,7 +252,7 @@ TEST_P(LayoutConformance, OneAndTwoThreadsGiveIdenticalBits) {
 
 TEST_P(LayoutConformance, UpdateMovesOnlyTouchedRows) {
   MemoryTable t(layout_for(GetParam()), {});
-  t.optimizer().set_lr_schedule([](int64_t) { return 0.1; });
+  t.optimizer().set_schedule(LrSchedule::constant(0.1));
   const Stream s = random_stream(300, 9);
   const Addresses a = addresses_of(t.layout(), s, 0, 300);
   std::vector<float> dout(static_cast<size_t>(a.n * t.readout_width()), 1.0f);
@@ -309,7 +309,7 @@ TEST_P(LayoutConformance, SaveLoadRoundTripContinuesIdentically) {
   const std::string path = temp_path(std::string("rt_") + GetParam().label);
   auto make = [&] {
     auto t = std::make_unique<MemoryTable>(layout_for(GetParam()), RowwiseRmsSettings{0.95, 1e-8, 0.01});
-    t->optimizer().set_lr_schedule([](int64_t step) { return 0.1 / static_cast<double>(step); });
+    t->optimizer().set_schedule(LrSchedule{0.1, 8, 0.0, 1.0});  // decaying
     return t;
   };
   const Stream s = random_stream(1000, 11);

@@ -40,14 +40,9 @@ struct DenseReference {
 void compare(double weight_decay, int64_t steps, double* max_theta_err, double* max_v_err, double* max_theta) {
   const int64_t R = 120, W = 16;
   const RowwiseRmsSettings s{0.95, 1e-8, weight_decay};
-  auto sched = [steps](int64_t t) {  // WSD-like: warm-up, stable, linear decay (never 0 inside the run)
-    const double peak = 0.14;
-    if (t <= steps / 10) return peak * static_cast<double>(t) / static_cast<double>(steps / 10);
-    if (t <= steps * 8 / 10) return peak;
-    return peak * (1.0 - static_cast<double>(t - steps * 8 / 10) / static_cast<double>(steps * 2 / 10 + 1));
-  };
+  const LrSchedule sched{0.14, steps, 0.1, 0.2};  // WSD: warm-up, stable, linear decay (never 0 inside the run)
   RowwiseRmsOptimizer opt(R, W, s);
-  opt.set_lr_schedule(sched);
+  opt.set_schedule(sched);
   std::vector<float> table(static_cast<size_t>(R * W));
   DenseReference ref(R, W, s);
   RngStream rng(1, "test.opt");
@@ -75,7 +70,7 @@ void compare(double weight_decay, int64_t steps, double* max_theta_err, double* 
       std::copy_n(grads.begin() + static_cast<int64_t>((rows.size() - 1 - i) * W), W,
                   rg.begin() + static_cast<int64_t>(i * W));
     opt.update(table.data(), rows, rg.data(), t);
-    ref.step(t, sched(t), dense);
+    ref.step(t, sched.lr(t), dense);
   }
   opt.catch_up_all(table.data(), steps);
   *max_theta_err = *max_v_err = *max_theta = 0;
@@ -120,7 +115,8 @@ TEST(RowwiseRmsOptimizer, RowsTouchedEveryStepAreBitExact) {
   // No replay involved: identical arithmetic to the dense reference.
   const RowwiseRmsSettings s{0.95, 1e-8, 0.05};
   RowwiseRmsOptimizer opt(3, 8, s);
-  opt.set_lr_schedule([](int64_t t) { return 0.01 * static_cast<double>(t); });
+  const LrSchedule ramp{0.5, 50, 1.0, 0.0};  // warm-up over all 50 steps: 0.01 t
+  opt.set_schedule(ramp);
   DenseReference ref(3, 8, s);
   std::vector<float> table(24, 0.5f);
   ref.theta = table;
@@ -130,7 +126,7 @@ TEST(RowwiseRmsOptimizer, RowsTouchedEveryStepAreBitExact) {
     for (auto& x : g) x = static_cast<float>(rng.normal());
     const std::vector<int64_t> rows = {0, 1, 2};
     opt.update(table.data(), rows, g.data(), t);
-    ref.step(t, 0.01 * static_cast<double>(t), g);
+    ref.step(t, ramp.lr(t), g);
   }
   for (size_t i = 0; i < table.size(); ++i) ASSERT_EQ(table[i], ref.theta[i]);
 }
@@ -138,7 +134,7 @@ TEST(RowwiseRmsOptimizer, RowsTouchedEveryStepAreBitExact) {
 TEST(RowwiseRmsOptimizer, FirstStepMovesByLearningRate) {
   // v_hat = mean(g²) at t = 1, so a row with constant |g| moves by ≈ η per element (scale-free update).
   RowwiseRmsOptimizer opt(1, 4, {0.95, 0.0, 0.0});
-  opt.set_lr_schedule([](int64_t) { return 0.14; });
+  opt.set_schedule(LrSchedule::constant(0.14));
   std::vector<float> theta(4, 0.0f);
   const std::vector<float> g = {1e-6f, -1e-6f, 1e-6f, -1e-6f};
   const std::vector<int64_t> rows = {0};

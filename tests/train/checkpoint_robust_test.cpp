@@ -173,9 +173,9 @@ TEST_F(CheckpointRobustness, EvalLoadsACheckpointTrainedWithTableWeightDecay) {
   TrainedModelOptions o;
   o.open_data = true;
   TrainedModel t = load_trained_model(c.train.out_dir + "/checkpoint.h5", o);
-  ASSERT_TRUE(t.mem);
+  ASSERT_TRUE(t.mem());
   ASSERT_TRUE(t.data);
-  const double l = evaluate(*t.model, t.data->validation(c.model.context), 4, *t.data->heldout, t.mem.get());
+  const double l = t.session->evaluate(t.data->validation(c.model.context), 4, *t.data->heldout);
   EXPECT_TRUE(std::isfinite(l));
   EXPECT_GT(l, 0.0);
 }

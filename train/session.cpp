@@ -1,0 +1,161 @@
+// Implementation of train/session.h.
+#include "train/session.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.h"
+#include "memory/normalize.h"
+
+namespace pg {
+
+LrSchedule schedule_of(const TrainConfig& tc) {
+  return LrSchedule{tc.lr, tc.total_steps(), tc.warmup_frac, tc.decay_frac, 1.0};
+}
+
+bool same_results(ExperimentConfig a, ExperimentConfig b) {
+  a.train.threads = b.train.threads = 0;
+  a.train.out_dir = b.train.out_dir = "";
+  a.memory.collision_stats = b.memory.collision_stats;
+  a.memory.collision_owners = b.memory.collision_owners;
+  return cfg::equal(a, b);
+}
+
+std::unique_ptr<MemoryInjector> attach_memory(const ExperimentConfig& cfg, Transformer& model,
+                                              const data::Tokenizer* tokenizer) {
+  if (cfg.memory.layout == "none") {
+    model.set_injector(nullptr);
+    return nullptr;
+  }
+  const auto vocab = engram_vocab(cfg.memory, tokenizer ? tokenizer->pieces() : std::vector<std::string>{});
+  auto mem = std::make_unique<MemoryInjector>(cfg.memory, cfg.model.d_model, cfg.model.layers,
+                                              static_cast<uint64_t>(cfg.train.seed), vocab.get(), cfg.model.norm_eps);
+  mem->set_schedule(schedule_of(cfg.train));  // also when rows are only read: the table replays its decay
+  model.set_injector(mem.get());
+  return mem;
+}
+
+std::vector<ParamView> backbone_views(Transformer& model) {
+  std::vector<ParamView> views;
+  float* p = model.params().data();
+  float* g = model.grads().data();
+  for (const ParamInfo& pi : model.param_infos())
+    views.push_back({pi.name, p + pi.offset, g + pi.offset, pi.size, pi.decay});
+  return views;
+}
+
+namespace {
+// Computes the memory's addresses and e_t for windows starting at `starts` in `store` (SPEC §3: n-grams are a
+// function of the store position, never of the window start).
+void prepare_memory(MemoryInjector& mem, const data::TokenStore& store, const std::vector<int64_t>& starts,
+                    int64_t T) {
+  store.with_ids([&](auto ids) { mem.prepare(ids, store.doc_offsets(), starts, T); });
+}
+bool all_finite(std::span<const float> v) {
+  for (float x : v)
+    if (!std::isfinite(x)) return false;
+  return true;
+}
+}  // namespace
+
+double evaluate(Transformer& model, const data::ValidationWindows& val, int64_t n, const data::TokenStore& heldout,
+                MemoryInjector* mem, const std::function<void(int64_t, int64_t)>& progress) {
+  const int64_t total = (n <= 0 || n > val.count()) ? val.count() : n;
+  const int64_t B = model.micro_batch(), T = model.config().context, W = T + 1;
+  std::vector<int32_t> buf(static_cast<size_t>(B * W));
+  std::vector<int64_t> starts;
+  double sum = 0.0;
+  for (int64_t k = 0; k < total; k += B) {
+    const int64_t b = std::min(B, total - k);
+    val.windows(k, b, buf.data());
+    if (mem) {
+      starts.clear();
+      for (int64_t i = 0; i < b; ++i) starts.push_back(static_cast<int64_t>(val.start(k + i)));
+      prepare_memory(*mem, heldout, starts, T);
+    }
+    sum += model.forward_loss(buf.data(), b) * static_cast<double>(b);
+    if (progress) progress(k + b, total);
+  }
+  return sum / static_cast<double>(total);
+}
+
+Session::Session(const ExperimentConfig& cfg, const SessionOptions& opt)
+    : cfg_(cfg), schedule_(schedule_of(cfg.train)) {
+  const int64_t B = opt.micro_batch > 0 ? opt.micro_batch : cfg.train.micro_batch;
+  model_ = std::make_unique<Transformer>(cfg.model, B);
+  model_->init(static_cast<uint64_t>(cfg.train.seed));
+  mem_ = attach_memory(cfg, *model_, opt.tokenizer);
+  if (opt.optimizer) {
+    std::vector<ParamView> views = backbone_views(*model_);
+    if (mem_)
+      for (const ParamView& v : mem_->dense_params()) views.push_back(v);
+    const TrainConfig& tc = cfg.train;
+    adamw_ = std::make_unique<AdamW>(views, AdamWSettings{tc.beta1, tc.beta2, tc.eps, tc.weight_decay});
+  }
+}
+
+StepStats Session::step(const data::TokenStore& store, data::WindowSampler& sampler, const StepOptions& opt) {
+  PG_CHECK(adamw_, "Session::step without an optimizer");
+  const TrainConfig& tc = cfg_.train;
+  const int64_t T = cfg_.model.context, B = tc.micro_batch, accum = tc.accum_steps(T);
+  windows_.resize(static_cast<size_t>(B * (T + 1)));
+  starts_.resize(static_cast<size_t>(B));
+  const int64_t t = st_.step + 1;
+  StepStats out;
+  out.lr = schedule_.lr(t);
+  model_->zero_grads();
+  if (mem_) mem_->zero_dense_grads();
+  const bool observe = mem_ && opt.observe_collisions;
+  double loss = 0.0;
+  for (int64_t a = 0; a < accum; ++a) {
+    for (int64_t b = 0; b < B; ++b) {
+      starts_[static_cast<size_t>(b)] = static_cast<int64_t>(sampler.next_start());
+      store.copy(static_cast<uint64_t>(starts_[static_cast<size_t>(b)]), static_cast<uint64_t>(T + 1),
+                 windows_.data() + b * (T + 1));
+    }
+    if (mem_) prepare_memory(*mem_, store, starts_, T);
+    if (observe) store.with_ids([&](auto ids) { mem_->observe_collisions(ids, store.doc_offsets(), starts_, T); });
+    loss += model_->forward_backward(windows_.data(), B, 1.0f / static_cast<float>(accum));
+  }
+  out.loss = loss / static_cast<double>(accum);
+  out.grad_norm = adamw_->grad_norm();
+  if (tc.grad_clip > 0 && out.grad_norm > tc.grad_clip)
+    adamw_->scale_grads(static_cast<float>(tc.grad_clip / out.grad_norm));
+  adamw_->step(t, out.lr);
+  if (mem_) {
+    out.memory = mem_->stats();  // before the update: rows touched this step
+    mem_->step_table(t);
+    if (observe) out.collisions = mem_->finish_collisions(opt.report_collisions);
+  }
+  st_.step = t;
+  st_.tokens += tc.tokens_per_step;
+  st_.sampler_counter = sampler.counter();
+  return out;
+}
+
+double Session::evaluate(const data::ValidationWindows& val, int64_t n, const data::TokenStore& heldout,
+                         const std::function<void(int64_t, int64_t)>& progress) {
+  const MemoryPhaseTimes kept = mem_ ? mem_->phase_times() : MemoryPhaseTimes{};
+  const double l = pg::evaluate(*model_, val, n, heldout, mem_.get(), progress);
+  if (mem_) mem_->restore_phase_times(kept);  // the phase timers measure training steps only
+  return l;
+}
+
+void Session::save(const std::string& path) const {
+  SectionWriter save_mem;
+  if (mem_) save_mem = [&](const h5::Group& g) { mem_->save(g); };
+  save_checkpoint(path, cfg_, *model_, adamw_.get(), st_, save_mem);
+}
+
+void Session::load(const std::string& path) {
+  SectionReader load_mem;
+  if (mem_) load_mem = [&](const h5::Group& g) { mem_->load(g); };
+  st_ = load_checkpoint(path, *model_, adamw_.get(), load_mem);
+}
+
+bool Session::finite() const {
+  if (!all_finite(model_->params())) return false;
+  return !adamw_ || adamw_->state_finite();
+}
+
+}  // namespace pg

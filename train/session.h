@@ -1,0 +1,114 @@
+// A training session: the model, its memory table, the optimizers and the learning-rate schedule of one experiment
+// config, with the run's state (step, tokens, data order). One object built from the config, used by everything
+// that trains, evaluates, benchmarks, exports or serves a model, so the wiring below is written once:
+//
+//   Session s(cfg, {.tokenizer = ...});          // backbone init(seed), memory init(seed), AdamW, schedule
+//   s.load("run/checkpoint.h5");                 // or a fresh start
+//   StepStats st = s.step(*ds.train, sampler);   // accum micro-batches -> clip -> AdamW -> table update
+//   double l = s.evaluate(val, n, *ds.heldout);  // held-out mean cross-entropy (nats)
+//   s.save("run/checkpoint.h5");
+//
+// The schedule is plain data (core/schedule.h): the backbone uses it as is, the table times memory.lr_mult.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/schedule.h"
+#include "data/pipeline.h"
+#include "model/transformer.h"
+#include "train/adamw.h"
+#include "train/checkpoint.h"
+#include "train/config.h"
+#include "train/memory_injector.h"
+
+namespace pg {
+
+struct SessionOptions {
+  bool optimizer = true;                       // allocate AdamW moments (false: evaluation, export, generation)
+  const data::Tokenizer* tokenizer = nullptr;  // needed by Engram-faithful hashing (its compressed vocabulary)
+  int64_t micro_batch = 0;                     // windows per forward pass (0: train.micro_batch)
+};
+
+// What one optimizer step did.
+struct StepStats {
+  double loss = 0.0;       // mean training loss over the step's micro-batches (nats)
+  double grad_norm = 0.0;  // global gradient norm before clipping
+  double lr = 0.0;         // backbone learning rate of the step
+  MemoryInjectorStats memory;     // before the table update (rows touched this step); empty without memory
+  StepCollisionStats collisions;  // when StepOptions::observe_collisions
+};
+
+struct StepOptions {
+  bool observe_collisions = false;  // record the step's lookups (memory.collision_stats)
+  bool report_collisions = false;   // ... and return their statistics in StepStats::collisions
+};
+
+// The learning-rate schedule of a run (WSD over train.total_steps()).
+LrSchedule schedule_of(const TrainConfig& tc);
+// True when two configs give the same results: equal but for the thread count and run directory (bit-identical
+// for any of them) and the run-log collision statistics switches (they only read addresses).
+bool same_results(ExperimentConfig a, ExperimentConfig b);
+
+class Session {
+ public:
+  // Validates the config, builds and initializes everything from train.seed (no files read).
+  explicit Session(const ExperimentConfig& cfg, const SessionOptions& opt = {});
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  // One optimizer step (SPEC §4) on windows drawn by `sampler` from `store`: forward/backward over
+  // train.accum_steps() micro-batches, global-norm clip, AdamW at schedule().lr(step + 1), the table's row-wise
+  // update; then state().step, tokens and sampler_counter advance. Needs the optimizer.
+  StepStats step(const data::TokenStore& store, data::WindowSampler& sampler, const StepOptions& opt = {});
+
+  // Mean cross-entropy (nats) over the first n validation windows (all of them when n <= 0); the memory's
+  // addresses come from the held-out store. The memory phase timers are left as they were (they time training).
+  // `progress` (optional) is called after each micro-batch with the windows done and the total.
+  double evaluate(const data::ValidationWindows& val, int64_t n, const data::TokenStore& heldout,
+                  const std::function<void(int64_t, int64_t)>& progress = {});
+
+  // Checkpoint (train/checkpoint.h): parameters, AdamW moments (when held), the table and its optimizer, state().
+  void save(const std::string& path) const;
+  // Loads a checkpoint written for this config's shapes (the caller checks same_results() when it matters);
+  // moments only when this session holds an optimizer. Sets state().
+  void load(const std::string& path);
+
+  const ExperimentConfig& config() const { return cfg_; }
+  const LrSchedule& schedule() const { return schedule_; }
+  Transformer& model() { return *model_; }
+  const Transformer& model() const { return *model_; }
+  MemoryInjector* memory() { return mem_.get(); }
+  const MemoryInjector* memory() const { return mem_.get(); }
+  AdamW* optimizer() { return adamw_.get(); }
+  TrainState& state() { return st_; }
+  const TrainState& state() const { return st_; }
+  // Parameters and optimizer moments all finite (checked before a checkpoint is written).
+  bool finite() const;
+
+ private:
+  ExperimentConfig cfg_;
+  LrSchedule schedule_;
+  std::unique_ptr<Transformer> model_;
+  std::unique_ptr<MemoryInjector> mem_;
+  std::unique_ptr<AdamW> adamw_;
+  TrainState st_;
+  std::vector<int32_t> windows_;
+  std::vector<int64_t> starts_;
+};
+
+// Builds the memory injector of cfg (nullptr for layout "none"), attaches it to the model and gives it the
+// run's schedule. The tokenizer is needed for Engram-faithful hashing and may be null otherwise.
+std::unique_ptr<MemoryInjector> attach_memory(const ExperimentConfig& cfg, Transformer& model,
+                                              const data::Tokenizer* tokenizer = nullptr);
+
+// Session::evaluate for a model and memory held elsewhere (the memory already set on the model).
+double evaluate(Transformer& model, const data::ValidationWindows& val, int64_t n, const data::TokenStore& heldout,
+                MemoryInjector* mem = nullptr, const std::function<void(int64_t, int64_t)>& progress = {});
+
+// The backbone's parameters as named AdamW views (parameter + gradient), in buffer order.
+std::vector<ParamView> backbone_views(Transformer& model);
+
+}  // namespace pg
