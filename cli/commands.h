@@ -11,4 +11,6 @@ void register_train_commands(CLI::App& app, int argc, char** argv);
 void register_storage_commands(CLI::App& app);
 // sweep run|status|slurm|collect (cli/sweep_cmd.cpp)
 void register_sweep_commands(CLI::App& app);
+// generate, serve, bench generate (cli/infer_cmd.cpp)
+void register_infer_commands(CLI::App& app);
 }  // namespace pg::cli

@@ -40,6 +40,7 @@ void register_commands(CLI::App& app, int argc, char** argv) {
   register_train_commands(app, argc, argv);
   register_storage_commands(app);
   register_sweep_commands(app);
+  register_infer_commands(app);
 }
 
 }  // namespace pg::cli

@@ -158,6 +158,17 @@ TransformerT<F>::TransformerT(const ModelConfig& cfg, int64_t micro_batch) : cfg
   PG_CHECK(static_cast<int64_t>(num_params_) == count_params(cfg_));
   params_ = alloc_zeroed<F>(num_params_);
   grads_ = alloc_zeroed<F>(num_params_);
+  for (auto [views, base] : {std::pair{&weights_, params_}, std::pair{&gradients_, grads_}}) {
+    auto at = [&](const std::string& name) { return base + param_info(name).offset; };
+    views->tok_emb = at("tok_emb");
+    for (int64_t l = 0; l < L; ++l) {
+      const std::string p = "blocks." + std::to_string(l) + ".";
+      views->blocks.push_back({at(p + "attn_norm"), at(p + "w_qkv"), at(p + "w_o"), at(p + "mlp_norm"), at(p + "w_fc"),
+                               at(p + "w_proj")});
+    }
+    views->final_norm = at("final_norm");
+    views->lm_head = at("lm_head");
+  }
 
   // ---- activation arena: sizes first, then one allocation
   arena_ = std::make_unique<Arena>();
@@ -268,8 +279,8 @@ double TransformerT<F>::run(const int32_t* windows, int64_t B, float loss_scale,
       a.inputs[b * T + t] = windows[b * (T + 1) + t];
       a.targets[b * T + t] = windows[b * (T + 1) + t + 1];
     }
-  auto P = [&](const std::string& name) { return params_ + param_info(name).offset; };
-  auto G = [&](const std::string& name) { return grads_ + param_info(name).offset; };
+  const ModelViews<F>& P = weights_;
+  const ModelViews<F>& G = gradients_;
   auto inject_fwd = [&](int64_t l, F* x) {
     if constexpr (std::is_same_v<F, float>)
       if (injector_ && injector_->injects(l)) injector_->inject_forward(l, x, N);
@@ -285,31 +296,31 @@ double TransformerT<F>::run(const int32_t* windows, int64_t B, float loss_scale,
   };
 
   // ---- forward. Row-wise ops run as epilogues of the GEMM tasks that finish those rows (layers.h).
-  embedding_forward(a.resid[0], a.inputs.data(), P("tok_emb"), N, C);
+  embedding_forward(a.resid[0], a.inputs.data(), P.tok_emb, N, C);
   inject_fwd(0, a.resid[0]);
-  rmsnorm_forward(a.ln1[0], a.rstd1[0], a.resid[0], P("blocks.0.attn_norm"), N, C, eps);
+  rmsnorm_forward(a.ln1[0], a.rstd1[0], a.resid[0], P.blocks[0].attn_norm, N, C, eps);
   for (int64_t l = 0; l < L; ++l) {
-    const std::string p = "blocks." + std::to_string(l) + ".";
-    const F* mlp_norm = P(p + "mlp_norm");
+    const BlockViews<F>& w = P.blocks[static_cast<size_t>(l)];
+    const F* mlp_norm = w.mlp_norm;
     // qkv = ln1 W_qkvᵀ, then RoPE on q, k
     linear_forward(
-        a.qkv[l], a.ln1[l], P(p + "w_qkv"), static_cast<const F*>(nullptr), N, C, 3 * C, a.pack_w,
+        a.qkv[l], a.ln1[l], w.w_qkv, static_cast<const F*>(nullptr), N, C, 3 * C, a.pack_w,
         [&](int64_t r0, int64_t nr, int64_t) { rope_rows(a.qkv[l], a.rope_cos, a.rope_sin, r0, nr, T, C, NH, F(1)); });
     attention_forward(a.att[l], a.lse[l], a.qkv[l], B, T, C, NH);
     // resid_mid = resid + att W_oᵀ, then ln2 = RMSNorm(resid_mid)
-    linear_forward(a.resid_mid[l], a.att[l], P(p + "w_o"), a.resid[l], N, C, C, a.pack_w,
+    linear_forward(a.resid_mid[l], a.att[l], w.w_o, a.resid[l], N, C, C, a.pack_w,
                    [&](int64_t r0, int64_t nr, int64_t) {
                      rmsnorm_forward_rows(a.ln2[l], a.rstd2[l], a.resid_mid[l], mlp_norm, r0, nr, C, eps);
                    });
     // gelu = GELU(ln2 W_fcᵀ)
-    linear_forward(a.fc[l], a.ln2[l], P(p + "w_fc"), static_cast<const F*>(nullptr), N, C, H, a.pack_w,
+    linear_forward(a.fc[l], a.ln2[l], w.w_fc, static_cast<const F*>(nullptr), N, C, H, a.pack_w,
                    [&](int64_t r0, int64_t nr, int64_t) { gelu_forward_rows(a.gelu[l], a.fc[l], r0, nr, H); });
     // resid[l+1] = resid_mid + gelu W_projᵀ, then the next norm (unless an injection comes first)
     const bool last = l + 1 == L, inject_next = !last && injects(l + 1);
     F* next_ln = last ? a.lnf : a.ln1[l + 1];
     F* next_rstd = last ? a.rstdf : a.rstd1[l + 1];
-    const F* next_w = last ? P("final_norm") : P("blocks." + std::to_string(l + 1) + ".attn_norm");
-    linear_forward(a.resid[l + 1], a.gelu[l], P(p + "w_proj"), a.resid_mid[l], N, H, C, a.pack_w,
+    const F* next_w = last ? P.final_norm : P.blocks[static_cast<size_t>(l + 1)].attn_norm;
+    linear_forward(a.resid[l + 1], a.gelu[l], w.w_proj, a.resid_mid[l], N, H, C, a.pack_w,
                    [&](int64_t r0, int64_t nr, int64_t) {
                      if (!inject_next) rmsnorm_forward_rows(next_ln, next_rstd, a.resid[l + 1], next_w, r0, nr, C, eps);
                    });
@@ -319,8 +330,8 @@ double TransformerT<F>::run(const int32_t* windows, int64_t B, float loss_scale,
     }
   }
   const F dloss = static_cast<F>(static_cast<double>(loss_scale) / static_cast<double>(N));
-  const double loss = lm_head_ce(backward ? a.dln : static_cast<F*>(nullptr), G("lm_head"), token_losses_.data(), a.lnf,
-                                 P("lm_head"), a.targets.data(), N, C, V, dloss, a.lm, /*accumulate=*/false);
+  const double loss = lm_head_ce(backward ? a.dln : static_cast<F*>(nullptr), G.lm_head, token_losses_.data(), a.lnf,
+                                 P.lm_head, a.targets.data(), N, C, V, dloss, a.lm, /*accumulate=*/false);
   last_n_ = N;
   if (!backward) return loss;
 
@@ -329,33 +340,34 @@ double TransformerT<F>::run(const int32_t* windows, int64_t B, float loss_scale,
   // row-wise backward ops run as epilogues of the GEMM tasks that produce their input rows.
   const int64_t nblk = (N + kNormRows - 1) / kNormRows;
   parallel_zero(a.dres, N * C);
-  rmsnorm_backward(a.dres, G("final_norm"), a.norm_partials, a.dln, a.resid[L], P("final_norm"), a.rstdf, N, C);
+  rmsnorm_backward(a.dres, G.final_norm, a.norm_partials, a.dln, a.resid[L], P.final_norm, a.rstdf, N, C);
   for (int64_t l = L - 1; l >= 0; --l) {
-    const std::string p = "blocks." + std::to_string(l) + ".";
-    const F* mlp_norm = P(p + "mlp_norm");
-    const F* attn_norm = P(p + "attn_norm");
+    const BlockViews<F>& w = P.blocks[static_cast<size_t>(l)];
+    const BlockViews<F>& g = G.blocks[static_cast<size_t>(l)];
+    const F* mlp_norm = w.mlp_norm;
+    const F* attn_norm = w.attn_norm;
     // MLP: resid[l+1] = resid_mid + W_proj gelu(W_fc ln2(resid_mid))
     linear_backward(
-        a.dgelu, G(p + "w_proj"), a.dres, a.gelu[l], P(p + "w_proj"), N, H, C, a.pack_w, a.pack_x, false,
+        a.dgelu, g.w_proj, a.dres, a.gelu[l], w.w_proj, N, H, C, a.pack_w, a.pack_x, false,
         [&](int64_t r0, int64_t nr, int64_t) { gelu_backward_rows(a.dfc, a.fc[l], a.dgelu, r0, nr, H, false); });
-    linear_backward(a.dln, G(p + "w_fc"), a.dfc, a.ln2[l], P(p + "w_fc"), N, C, H, a.pack_w, a.pack_x, false,
+    linear_backward(a.dln, g.w_fc, a.dfc, a.ln2[l], w.w_fc, N, C, H, a.pack_w, a.pack_x, false,
                     [&](int64_t r0, int64_t nr, int64_t task) {
                       rmsnorm_backward_rows(a.dres, a.norm_partials + task * C, a.dln, a.resid_mid[l], mlp_norm,
                                             a.rstd2[l], r0, nr, C);
                     });
-    rmsnorm_reduce(G(p + "mlp_norm"), a.norm_partials, nblk, C);
+    rmsnorm_reduce(g.mlp_norm, a.norm_partials, nblk, C);
     // attention: resid_mid = resid[l] + W_o attn(rope(W_qkv ln1(resid[l])))
-    linear_backward(a.datt, G(p + "w_o"), a.dres, a.att[l], P(p + "w_o"), N, C, C, a.pack_w, a.pack_x, false);
+    linear_backward(a.datt, g.w_o, a.dres, a.att[l], w.w_o, N, C, C, a.pack_w, a.pack_x, false);
     attention_backward(a.dqkv, a.datt, a.qkv[l], a.att[l], a.lse[l], B, T, C, NH, false, a.rope_cos, a.rope_sin);
-    linear_backward(a.dln, G(p + "w_qkv"), a.dqkv, a.ln1[l], P(p + "w_qkv"), N, C, 3 * C, a.pack_w, a.pack_x, false,
+    linear_backward(a.dln, g.w_qkv, a.dqkv, a.ln1[l], w.w_qkv, N, C, 3 * C, a.pack_w, a.pack_x, false,
                     [&](int64_t r0, int64_t nr, int64_t task) {
                       rmsnorm_backward_rows(a.dres, a.norm_partials + task * C, a.dln, a.resid[l], attn_norm,
                                             a.rstd1[l], r0, nr, C);
                     });
-    rmsnorm_reduce(G(p + "attn_norm"), a.norm_partials, nblk, C);
+    rmsnorm_reduce(g.attn_norm, a.norm_partials, nblk, C);
     inject_bwd(l, a.dres);
   }
-  embedding_backward(G("tok_emb"), a.dres, a.inputs.data(), N, C);
+  embedding_backward(G.tok_emb, a.dres, a.inputs.data(), N, C);
   return loss;
 }
 

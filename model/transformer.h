@@ -31,6 +31,20 @@ struct ParamInfo {
   bool decay;  // weight decay applies (matrices: embeddings, linears, LM head; not norm weights)
 };
 
+// Pointers into one of the model's buffers (parameters or gradients), per tensor: the hot path and the decoder use
+// these instead of looking tensors up by name.
+template <class F>
+struct BlockViews {
+  F *attn_norm, *w_qkv, *w_o, *mlp_norm, *w_fc, *w_proj;
+};
+template <class F>
+struct ModelViews {
+  F* tok_emb = nullptr;
+  std::vector<BlockViews<F>> blocks;
+  F* final_norm = nullptr;
+  F* lm_head = nullptr;
+};
+
 // Memory tables plug in here: called on the residual stream entering a block, before its attention norm.
 struct ResidualInjector {
   virtual ~ResidualInjector() = default;
@@ -68,6 +82,9 @@ class TransformerT {
   const ParamInfo& param_info(std::string_view name) const;
   std::span<F> param(std::string_view name);
   std::span<F> grad(std::string_view name);
+  // Every tensor of params() / grads() as pointers, by block.
+  const ModelViews<F>& weights() const { return weights_; }
+  const ModelViews<F>& gradients() const { return gradients_; }
 
   // Initialization, from RngStream(seed, "backbone.init") with one child stream per parameter name (so adding
   // a parameter never shifts the others); value i of a tensor is the i-th normal of its stream:
@@ -88,6 +105,7 @@ class TransformerT {
 
   // The residual injector (memory tables); nullptr = none. Not owned.
   void set_injector(ResidualInjector* inj) requires std::is_same_v<F, float> { injector_ = inj; }
+  ResidualInjector* injector() const { return injector_; }
 
   // 6 * (parameters excluding tok_emb) + 12 * L * T * C  (PERFORMANCE.md convention).
   static double flops_per_token(const ModelConfig& cfg);
@@ -108,6 +126,7 @@ class TransformerT {
   F* params_ = nullptr;
   F* grads_ = nullptr;
   std::vector<ParamInfo> infos_;
+  ModelViews<F> weights_, gradients_;
   std::unique_ptr<Arena> arena_;
   std::vector<double> token_losses_;
   int64_t last_n_ = 0;

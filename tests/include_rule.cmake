@@ -5,6 +5,7 @@
 #   train    includes core, data, memory, model, train
 #   storage  includes core, data, memory, model, storage (never train)
 #   sweep    includes core, data, memory, model, train, sweep
+#   infer    includes core, data, memory, model, train, storage, infer
 #   cli      includes anything; nothing includes cli
 #   bench, tests        include anything but cli
 # cmake -DSRC_DIR=<repo> -P include_rule.cmake checks the repository (exit code 1 and one line per violation);
@@ -12,7 +13,7 @@
 # check reports exactly those violations.
 cmake_minimum_required(VERSION 3.25)
 
-set(PG_FOLDERS core data memory model train storage sweep cli)
+set(PG_FOLDERS core data memory model train storage sweep infer cli)
 set(allowed_core core)
 set(allowed_data core data)
 set(allowed_memory core memory)
@@ -20,9 +21,10 @@ set(allowed_model core model)
 set(allowed_train core data memory model train)
 set(allowed_storage core data memory model storage)
 set(allowed_sweep core data memory model train sweep)
+set(allowed_infer core data memory model train storage infer)
 set(allowed_cli ${PG_FOLDERS})
-set(allowed_bench core data memory model train storage sweep)
-set(allowed_tests core data memory model train storage sweep)
+set(allowed_bench core data memory model train storage sweep infer)
+set(allowed_tests core data memory model train storage sweep infer)
 
 # Appends "file: includes "x"" lines to ${out} for every forbidden project include below ${root}.
 function(pg_check_tree root out)

@@ -72,6 +72,15 @@ void MemoryInjector::prepare_impl(std::span<const Tok> tokens, std::span<const u
   table_->gather(addr_, u_.data());
   times_.gather += t.seconds();
   t.reset();
+  project();
+  times_.project += t.seconds();
+  t.reset();
+  if (context()) dk_.assign(static_cast<size_t>(N_ * C_), 0.0f);
+  de_.assign(static_cast<size_t>(N_ * C_), 0.0f);  // the gates' backward passes add into de (and dk)
+  times_.inject += t.seconds();
+}
+
+void MemoryInjector::project() {
   if (projected()) {
     e_.resize(static_cast<size_t>(N_ * C_));
     readout::project_forward(e_.data(), u_.data(), params_.data() + wv_.off, N_, C_, D_, proj_);
@@ -80,11 +89,17 @@ void MemoryInjector::prepare_impl(std::span<const Tok> tokens, std::span<const u
     k_.resize(static_cast<size_t>(N_ * C_));
     readout::project_forward(k_.data(), u_.data(), params_.data() + wk_.off, N_, C_, D_, proj_);
   }
+}
+
+void MemoryInjector::prepare_gathered(std::span<const float> u, int64_t N) {
+  PG_CHECK(static_cast<int64_t>(u.size()) == N * D_, "prepare_gathered: ", u.size(), " values for ", N, " rows of ", D_);
+  backward_done_ = 0;
+  N_ = N;
+  addr_.n = 0;  // no addresses: nothing to backpropagate into
+  Timer t;
+  u_.assign(u.begin(), u.end());
+  project();
   times_.project += t.seconds();
-  t.reset();
-  if (context()) dk_.assign(static_cast<size_t>(N_ * C_), 0.0f);
-  de_.assign(static_cast<size_t>(N_ * C_), 0.0f);  // the gates' backward passes add into de (and dk)
-  times_.inject += t.seconds();
 }
 
 void MemoryInjector::prepare(std::span<const uint16_t> tokens, std::span<const uint64_t> doc_offsets,

@@ -77,6 +77,11 @@ class MemoryInjector : public ResidualInjector {
   void prepare(std::span<const int32_t> tokens, std::span<const uint64_t> doc_offsets,
                std::span<const int64_t> window_starts, int64_t T);
 
+  // ---- Inference (infer/): e_t from rows read elsewhere (a table file). u [N, readout width] as gather_signed
+  // leaves them (signed rows, heads summed or side by side); the next inject_forward calls (N rows) use them. No
+  // backward may follow.
+  void prepare_gathered(std::span<const float> u, int64_t N);
+
   // ---- Collision statistics of training steps (memory.collision_stats; memory/step_collisions.h). After a
   // training micro-batch's prepare(), observe_collisions() with the same arguments records its lookups
   // (evaluation batches are not observed); finish_collisions() ends the step. Results are unchanged: only the
@@ -124,6 +129,7 @@ class MemoryInjector : public ResidualInjector {
   void observe_impl(std::span<const Tok> tokens, std::span<const uint64_t> doc_offsets,
                     std::span<const int64_t> window_starts, int64_t T);
   int64_t layer_slot(int64_t layer) const;
+  void project();  // e = W_V u (and k = W_K u) for the N_ rows of u_
   void finish_backward();
   bool projected() const { return !table_->layout().sums_heads(); }
   bool context() const { return cfg_.gate != "scalar"; }

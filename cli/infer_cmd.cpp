@@ -1,0 +1,105 @@
+// `pagegram generate` and `pagegram serve` (infer/).
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "cli/commands.h"
+#include "core/error.h"
+#include "core/text.h"
+#include "core/threads.h"
+#include "core/timer.h"
+#include "infer/serve.h"
+#include "storage/eval_stream.h"
+
+namespace pg::cli {
+namespace {
+void add_engine_options(CLI::App* c, EngineOptions& o, std::string& cache, int64_t& threads) {
+  c->add_option("--checkpoint", o.checkpoint, "checkpoint.h5 of a run")->required();
+  c->add_option("--table", o.table, "the memory table as an exported .pgt file (default: the checkpoint's fp32 table in RAM)");
+  c->add_option("--table-mode", o.table_mode, "how --table is read: mmap, mmap-warm (every page read at load) or direct "
+                "(O_DIRECT + io_uring, with --cache)")
+      ->capture_default_str();
+  c->add_option("--cache", cache, "direct: LRU page cache size, e.g. 1GiB (0 = none: every lookup reads the disk)")
+      ->capture_default_str();
+  c->add_option("--batch", o.max_batch, "rows per forward: sessions decoded together, prefill chunk")->capture_default_str();
+  c->add_option("--threads", threads, "threads (0 = all allowed CPUs, pinned)")->check(CLI::Range(int64_t{0}, int64_t{1024}));
+}
+}  // namespace
+
+void register_infer_commands(CLI::App& app) {
+  {
+    static EngineOptions o;
+    static std::string cache = "0", prompt, prompt_file;
+    static int64_t threads = 0, max_tokens = 64, top_k = 40;
+    static double temperature = 0.8;
+    static uint64_t seed = 0;
+    static bool ids = false;
+    CLI::App* c = app.add_subcommand("generate", "generate text from a trained model, its memory table in RAM or on disk");
+    add_engine_options(c, o, cache, threads);
+    c->add_option("--prompt", prompt, "prompt text");
+    c->add_option("--prompt-file", prompt_file, "prompt text from a file");
+    c->add_option("--max-tokens", max_tokens, "tokens to generate")->capture_default_str()->check(CLI::Range(int64_t{0}, int64_t{1000000}));
+    c->add_option("--temperature", temperature, "sampling temperature (0 = greedy)")->capture_default_str();
+    c->add_option("--top-k", top_k, "sample among the k most likely tokens (0 = all)")->capture_default_str();
+    c->add_option("--seed", seed, "sampling seed")->capture_default_str();
+    c->add_flag("--ids", ids, "also print the generated token ids");
+    c->callback([] {
+      if (prompt.empty() == prompt_file.empty()) throw UserError("generate: give exactly one of --prompt or --prompt-file");
+      std::string text = prompt;
+      if (!prompt_file.empty()) {
+        std::ifstream f(prompt_file, std::ios::binary);
+        if (!f) throw IoError(str("--prompt-file ", prompt_file, ": cannot open"));
+        std::ostringstream ss;
+        ss << f.rdbuf();
+        text = ss.str();
+      }
+      setup_threads(static_cast<int>(threads));
+      o.cache_bytes = parse_bytes(cache, "--cache");
+      std::unique_ptr<Engine> e = open_engine(o);
+      const std::vector<int32_t> p = e->encode(text);
+      if (p.empty()) throw UserError("generate: the prompt has no tokens");
+      const int64_t s = e->open({temperature, top_k, seed});
+      e->feed(s, p);
+      std::vector<int32_t> out;
+      const int64_t one[1] = {s};
+      for (int64_t i = 0; i < max_tokens; ++i) out.push_back(e->step(one)[0]);
+      std::printf("%s%s\n", text.c_str(), e->decode(out).c_str());
+      if (ids) {
+        std::printf("ids:");
+        for (int32_t t : out) std::printf(" %d", t);
+        std::printf("\n");
+      }
+      const EngineStats& st = e->stats();
+      std::fprintf(stderr, "prompt %lld tokens in %.3f s (%.0f tok/s); %lld tokens generated in %.3f s (%.1f tok/s)",
+                   static_cast<long long>(st.prefill_tokens), st.prefill_seconds,
+                   st.prefill_tokens / std::max(st.prefill_seconds, 1e-9), static_cast<long long>(st.decode_tokens),
+                   st.decode_seconds, st.decode_tokens / std::max(st.decode_seconds, 1e-9));
+      if (TableSource* src = e->source()) {
+        const TableReadStats& r = src->stats();
+        std::fprintf(stderr, "; table %s: %.2f block reads per token, %.2f blocks accessed per token",
+                     src->describe().c_str(), r.reads_per_position(),
+                     r.positions ? static_cast<double>(r.block_accesses) / static_cast<double>(r.positions) : 0.0);
+      }
+      std::fprintf(stderr, "\n");
+    });
+  }
+  {
+    static EngineOptions o;
+    static std::string cache = "0";
+    static int64_t threads = 0;
+    CLI::App* c = app.add_subcommand("serve", "serve generation sessions over a line protocol on stdin/stdout (infer/serve.h)");
+    add_engine_options(c, o, cache, threads);
+    c->callback([] {
+      setup_threads(static_cast<int>(threads));
+      o.cache_bytes = parse_bytes(cache, "--cache");
+      o.progress = false;
+      std::unique_ptr<Engine> e = open_engine(o);
+      std::fprintf(stderr, "serving %s (%s); one request per line, 'quit' to stop\n", o.checkpoint.c_str(),
+                   e->source() ? e->source()->describe().c_str() : "no memory table");
+      serve(*e, std::cin, std::cout);
+    });
+  }
+}
+
+}  // namespace pg::cli

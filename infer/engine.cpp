@@ -1,0 +1,250 @@
+// Implementation of infer/engine.h.
+#include "infer/engine.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "core/error.h"
+#include "core/text.h"
+#include "core/timer.h"
+#include "memory/sparse_grad.h"
+
+namespace pg {
+
+Engine::Engine(TrainedModel tm, std::unique_ptr<TableSource> source, int64_t max_batch)
+    : tm_(std::move(tm)), source_(std::move(source)), max_batch_(max_batch) {
+  PG_CHECK(max_batch >= 1);
+  if (MemoryInjector* mem = tm_.mem()) {
+    if (!source_) source_ = ram_table_source(mem->table().layout(), mem->table().values().data());
+  } else if (source_) {
+    throw UserError("generate: a table source was given but the checkpoint has no memory table (memory.layout none)");
+  }
+  dec_ = std::make_unique<Decoder>(tm_.model(), max_batch);
+}
+
+void Engine::reset_stats() {
+  stats_ = {};
+  if (source_) source_->reset_stats();
+}
+
+Engine::Sess& Engine::get(int64_t id) {
+  auto it = sessions_.find(id);
+  if (it == sessions_.end()) throw UserError(str("no session ", id, " (hint: open one first)"));
+  return it->second;
+}
+const Engine::Sess& Engine::get(int64_t id) const {
+  auto it = sessions_.find(id);
+  if (it == sessions_.end()) throw UserError(str("no session ", id, " (hint: open one first)"));
+  return it->second;
+}
+
+int64_t Engine::open(const SamplingOptions& so) {
+  if (so.temperature < 0 || !std::isfinite(so.temperature) || so.top_k < 0)
+    throw UserError(str("sampling: temperature ", so.temperature, " and top-k ", so.top_k, " must be >= 0"));
+  const int64_t id = next_id_++;
+  Sess& s = sessions_[id];
+  s.docs = {0};
+  s.cache = std::make_unique<KvCache>(tm_.cfg().model);
+  s.rng = RngStream(so.seed, "generate");
+  s.sampling = so;
+  return id;
+}
+
+void Engine::close(int64_t id) {
+  get(id);
+  sessions_.erase(id);
+}
+
+void Engine::reset(int64_t id) {
+  Sess& s = get(id);
+  s.history.clear();
+  s.docs = {0};
+  s.cache->clear();
+  s.cache_start = 0;
+  s.logits.clear();
+}
+
+int64_t Engine::fork(int64_t id, const SamplingOptions& so) {
+  const int64_t nid = open(so);
+  Sess& src = get(id);
+  Sess& dst = get(nid);
+  dst.history = src.history;
+  dst.docs = src.docs;
+  dst.cache->copy_prefix(*src.cache, src.cache->length());
+  dst.cache_start = src.cache_start;
+  dst.logits = src.logits;
+  return nid;
+}
+
+void Engine::boundary(int64_t id) {
+  Sess& s = get(id);
+  const uint64_t p = s.history.size();
+  if (s.docs.back() != p) s.docs.push_back(p);
+}
+
+int64_t Engine::length(int64_t id) const { return static_cast<int64_t>(get(id).history.size()); }
+
+std::span<const float> Engine::logits(int64_t id) const {
+  const Sess& s = get(id);
+  if (s.logits.empty()) throw UserError(str("session ", id, " has no tokens yet (hint: feed a prompt first)"));
+  return s.logits;
+}
+
+void Engine::prepare_memory(const std::vector<std::pair<Sess*, std::pair<int64_t, int64_t>>>& parts, int64_t rows) {
+  MemoryInjector* mem = tm_.mem();
+  if (!mem) return;
+  const Timer t;
+  const MemoryLayout& L = mem->table().layout();
+  addr_.resize(rows, L);
+  int64_t at = 0;
+  for (const auto& [s, range] : parts) {
+    const auto [p0, p1] = range;
+    compute_addresses(L, std::span<const int32_t>(s->history), std::span<const uint64_t>(s->docs), p0, p1,
+                      addr_.rows.data() + at * addr_.heads, addr_.signs.data() + at * addr_.heads * addr_.sign_words);
+    at += p1 - p0;
+  }
+  // Every position's rows in one fetch (deduplicated inside the source), then the signed gather from them.
+  const int64_t E = rows * addr_.heads, W = L.width();
+  rows_.resize(static_cast<size_t>(E * W));
+  source_->fetch(addr_, rows_.data());
+  ident_ = addr_;
+  std::iota(ident_.rows.begin(), ident_.rows.end(), int64_t{0});
+  u_.resize(static_cast<size_t>(rows * L.readout_width()));
+  gather_signed(ident_, rows_.data(), W, L.sums_heads(), u_.data());
+  mem->prepare_gathered(u_, rows);
+  stats_.memory_seconds += t.seconds();
+}
+
+void Engine::run(const std::vector<std::pair<Sess*, std::pair<int64_t, int64_t>>>& parts, bool want_logits) {
+  int64_t rows = 0;
+  tok_.clear();
+  caches_.clear();
+  for (const auto& [s, range] : parts)
+    for (int64_t p = range.first; p < range.second; ++p) {
+      tok_.push_back(s->history[static_cast<size_t>(p)]);
+      caches_.push_back(s->cache.get());
+      ++rows;
+    }
+  PG_CHECK(rows >= 1 && rows <= max_batch_);
+  prepare_memory(parts, rows);
+  const int64_t V = tm_.cfg().model.vocab;
+  out_.resize(static_cast<size_t>(parts.size() * V));
+  dec_->forward(tok_, caches_, want_logits ? out_.data() : nullptr, /*last_only=*/true);
+  if (!want_logits) return;
+  for (size_t i = 0; i < parts.size(); ++i)
+    parts[i].first->logits.assign(out_.begin() + static_cast<std::ptrdiff_t>(i * V),
+                                  out_.begin() + static_cast<std::ptrdiff_t>((i + 1) * V));
+}
+
+void Engine::run_one(Sess& s, int64_t p0, int64_t p1) {
+  const int64_t cap = tm_.cfg().model.context;
+  while (p0 < p1) {
+    if (s.cache->length() == cap) {  // restart the cache from the last cap/2 tokens before p0
+      const int64_t keep = std::min<int64_t>(cap / 2, p0);
+      s.cache->clear();
+      s.cache_start = p0 - keep;
+      ++stats_.restarts;
+      for (int64_t q = s.cache_start; q < p0;) {
+        const int64_t e = std::min({p0, q + max_batch_});
+        run({{&s, {q, e}}}, false);
+        q = e;
+      }
+    }
+    const int64_t room = cap - s.cache->length();
+    const int64_t e = std::min({p1, p0 + max_batch_, p0 + room});
+    run({{&s, {p0, e}}}, e == p1);
+    p0 = e;
+  }
+}
+
+void Engine::feed(int64_t id, std::span<const int32_t> tokens) {
+  Sess& s = get(id);
+  const int64_t V = tm_.cfg().model.vocab;
+  for (size_t i = 0; i < tokens.size(); ++i)
+    if (tokens[i] < 0 || tokens[i] >= V)
+      throw UserError(str("token ", i, " of the prompt: id ", tokens[i], " outside the vocabulary [0, ", V, ")"));
+  if (tokens.empty()) return;
+  const Timer t;
+  const int64_t p0 = static_cast<int64_t>(s.history.size());
+  s.history.insert(s.history.end(), tokens.begin(), tokens.end());
+  run_one(s, p0, static_cast<int64_t>(s.history.size()));
+  stats_.prefill_tokens += static_cast<int64_t>(tokens.size());
+  stats_.prefill_seconds += t.seconds();
+}
+
+int32_t Engine::sample(Sess& s) {
+  const std::vector<float>& lg = s.logits;
+  const int64_t V = static_cast<int64_t>(lg.size());
+  const SamplingOptions& so = s.sampling;
+  if (so.temperature == 0.0)
+    return static_cast<int32_t>(std::max_element(lg.begin(), lg.end()) - lg.begin());
+  std::vector<int32_t> idx(static_cast<size_t>(V));
+  std::iota(idx.begin(), idx.end(), 0);
+  const int64_t k = so.top_k > 0 ? std::min(so.top_k, V) : V;
+  // the k largest logits, ties to the lower id (a total order: the same choice on every machine)
+  auto better = [&](int32_t a, int32_t b) { return lg[a] != lg[b] ? lg[a] > lg[b] : a < b; };
+  std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), better);
+  std::vector<double> p(static_cast<size_t>(k));
+  const double mx = lg[idx[0]];
+  double sum = 0;
+  for (int64_t i = 0; i < k; ++i) sum += (p[i] = std::exp((lg[idx[i]] - mx) / so.temperature));
+  double u = s.rng.uniform() * sum;
+  for (int64_t i = 0; i < k; ++i) {
+    u -= p[i];
+    if (u < 0) return idx[i];
+  }
+  return idx[k - 1];
+}
+
+std::vector<int32_t> Engine::step(std::span<const int64_t> ids) {
+  const Timer t;
+  std::vector<int32_t> out;
+  std::vector<Sess*> ss;
+  for (int64_t id : ids) {
+    Sess& s = get(id);
+    if (s.logits.empty()) throw UserError(str("session ", id, " has no tokens yet (hint: feed a prompt first)"));
+    if (std::find(ss.begin(), ss.end(), &s) != ss.end()) throw UserError(str("session ", id, " listed twice in one step"));
+    const int32_t tok = sample(s);
+    out.push_back(tok);
+    s.history.push_back(tok);
+    ss.push_back(&s);
+  }
+  // Sessions whose cache is full restart alone; the others decode as batches of max_batch.
+  const int64_t cap = tm_.cfg().model.context;
+  std::vector<std::pair<Sess*, std::pair<int64_t, int64_t>>> batch;
+  auto flush = [&] {
+    if (!batch.empty()) run(batch, true);
+    batch.clear();
+  };
+  for (Sess* s : ss) {
+    const int64_t p = static_cast<int64_t>(s->history.size()) - 1;
+    if (s->cache->length() == cap) {
+      run_one(*s, p, p + 1);
+      continue;
+    }
+    batch.push_back({s, {p, p + 1}});
+    if (static_cast<int64_t>(batch.size()) == max_batch_) flush();
+  }
+  flush();
+  stats_.decode_tokens += static_cast<int64_t>(ids.size());
+  stats_.decode_seconds += t.seconds();
+  return out;
+}
+
+std::vector<int32_t> Engine::encode(const std::string& text) const {
+  const data::Tokenizer* tk = tokenizer();
+  if (!tk) throw UserError("generate: the checkpoint's tokenizer is not available (hint: pagegram data tokenize --config <its config>)");
+  std::vector<uint32_t> ids = tk->encode_document(text);
+  if (!ids.empty() && ids.back() == tk->eos_id()) ids.pop_back();  // a prompt is an unfinished document
+  return std::vector<int32_t>(ids.begin(), ids.end());
+}
+
+std::string Engine::decode(std::span<const int32_t> ids) const {
+  const data::Tokenizer* tk = tokenizer();
+  if (!tk) throw UserError("generate: the checkpoint's tokenizer is not available (hint: pagegram data tokenize --config <its config>)");
+  std::vector<uint32_t> u(ids.begin(), ids.end());
+  return tk->decode(u);
+}
+
+}  // namespace pg

@@ -1,0 +1,113 @@
+// Generation with the memory table wherever it lives (the zLLM path of ../shared/seeds/engram-in-zllm.txt): a trained
+// model (train/trained_model.h), a table source (storage/table_source.h: RAM, mmap'd .pgt, or O_DIRECT + LRU) and
+// any number of conversations ("sessions") decoded together.
+//
+// Per session: the token history (the n-gram state: addresses of a new token need the n-1 before it, across calls),
+// its document boundaries (a boundary cuts the n-grams, as a document start does in training), a KV cache and the
+// logits of its last token. Feeding tokens (prefill) computes every new position's addresses first, fetches the
+// rows of all of them in one read (a row needed twice is read once), then runs the backbone over all positions in
+// one forward; W_V runs batched. A decode step samples one token per session from its logits, addresses and
+// fetches the rows of all sampled tokens at once (the reads start the moment the tokens are known), and runs one
+// batched forward. Past the model's context (the trained RoPE range) a session's cache restarts from its last
+// context/2 tokens (re-prefilled); the n-gram history is unaffected.
+//
+// Sampling is seeded per session (RngStream(seed, "generate"), one uniform per sampled token): temperature, top-k;
+// temperature 0 is greedy. The same model, table contents, prompt and seed give the same tokens with any source and thread count.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/rng.h"
+#include "model/decoder.h"
+#include "storage/table_source.h"
+#include "train/trained_model.h"
+
+namespace pg {
+
+struct SamplingOptions {
+  double temperature = 0.8;  // 0 = greedy (argmax, lowest id on ties)
+  int64_t top_k = 40;        // 0 = the whole vocabulary
+  uint64_t seed = 0;
+};
+
+struct EngineStats {
+  int64_t prefill_tokens = 0, decode_tokens = 0;
+  double prefill_seconds = 0, decode_seconds = 0;  // wall time of prefill / decode calls (I/O included)
+  double memory_seconds = 0;                       // addressing + table reads + gather inside them
+  int64_t restarts = 0;                            // caches restarted past the context
+};
+
+class Engine {
+ public:
+  // The model of `tm` (its memory injector, if any, gets rows from `source`; null source = the checkpoint's fp32
+  // table in RAM). max_batch: rows per forward (sessions decoded together, prefill chunk).
+  Engine(TrainedModel tm, std::unique_ptr<TableSource> source, int64_t max_batch = 64);
+
+  const ExperimentConfig& config() const { return tm_.cfg(); }
+  const data::Tokenizer* tokenizer() const { return tm_.data ? tm_.data->tokenizer.get() : nullptr; }
+  TableSource* source() { return source_.get(); }
+  const EngineStats& stats() const { return stats_; }
+  void reset_stats();
+
+  // ---- sessions (ids are never reused)
+  int64_t open(const SamplingOptions& s);
+  void close(int64_t id);
+  // Forgets the history: the next token starts a new document.
+  void reset(int64_t id);
+  // A new session with a copy of id's history, cache and logits (its own sampling stream).
+  int64_t fork(int64_t id, const SamplingOptions& s);
+  // A document boundary after the last token: the n-grams of later tokens start here.
+  void boundary(int64_t id);
+  bool has(int64_t id) const { return sessions_.count(id) != 0; }
+  int64_t length(int64_t id) const;  // tokens fed or generated so far
+
+  // Appends tokens (the prompt) to a session and runs them (prefill); the session's logits are then those of the
+  // last token. UserError for an id outside the vocabulary.
+  void feed(int64_t id, std::span<const int32_t> tokens);
+  // One decode step for every session in ids (each must have been fed at least one token): samples its next
+  // token, appends it, runs all of them as one batch. Returns the sampled tokens in the order of ids.
+  std::vector<int32_t> step(std::span<const int64_t> ids);
+  // The logits of a session's last token [vocab].
+  std::span<const float> logits(int64_t id) const;
+
+  // Tokenizer round trip (UserError when the checkpoint's tokenizer is not available).
+  std::vector<int32_t> encode(const std::string& text) const;
+  std::string decode(std::span<const int32_t> ids) const;
+
+ private:
+  struct Sess {
+    std::vector<int32_t> history;  // every token, the n-gram state
+    std::vector<uint64_t> docs;    // document starts (positions in history), sorted, first 0
+    std::unique_ptr<KvCache> cache;
+    int64_t cache_start = 0;  // history position of cache position 0
+    std::vector<float> logits;
+    SamplingOptions sampling;
+    RngStream rng{0, "generate"};
+  };
+  Sess& get(int64_t id);
+  const Sess& get(int64_t id) const;
+  // Runs history positions [p0, p1) of each listed session (rows of one session consecutive) as one forward.
+  void run(const std::vector<std::pair<Sess*, std::pair<int64_t, int64_t>>>& parts, bool logits);
+  // Runs [p0, p1) of one session in chunks, restarting its cache when it would pass the context.
+  void run_one(Sess& s, int64_t p0, int64_t p1);
+  void prepare_memory(const std::vector<std::pair<Sess*, std::pair<int64_t, int64_t>>>& parts, int64_t rows);
+  int32_t sample(Sess& s);
+
+  TrainedModel tm_;
+  std::unique_ptr<TableSource> source_;
+  int64_t max_batch_;
+  std::unique_ptr<Decoder> dec_;
+  std::map<int64_t, Sess> sessions_;
+  int64_t next_id_ = 1;
+  EngineStats stats_;
+  Addresses addr_, ident_;
+  std::vector<float> rows_, u_, out_;
+  std::vector<int32_t> tok_;
+  std::vector<KvCache*> caches_;
+};
+
+}  // namespace pg

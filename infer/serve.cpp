@@ -1,0 +1,185 @@
+// Implementation of infer/serve.h.
+#include "infer/serve.h"
+
+#include <istream>
+#include <ostream>
+#include <sstream>
+#include <vector>
+
+#include "core/error.h"
+#include "core/text.h"
+
+namespace pg {
+
+std::unique_ptr<Engine> open_engine(const EngineOptions& o) {
+  if (o.max_batch < 1 || o.max_batch > 4096) throw UserError(str("--batch ", o.max_batch, ": expected 1..4096"));
+  TrainedModelOptions to;
+  to.open_data = false;
+  to.table_ready = true;  // the table's decay replayed: the values an export writes
+  to.micro_batch = 1;     // the decoder has its own scratch
+  TrainedModel tm = load_trained_model(o.checkpoint, to);
+  if (!tm.data) {  // the tokenizer, when its data is there (ids-only use works without)
+    try {
+      tm.data = std::make_unique<data::DataSet>(data::open_dataset(tm.cfg().data, tm.cfg().tokenizer));
+    } catch (const UserError&) {
+    }
+  }
+  std::unique_ptr<TableSource> src;
+  if (!o.table.empty()) {
+    if (!tm.mem()) throw UserError(str("--table ", o.table, ": ", o.checkpoint, " was trained without a memory table"));
+    const MemoryLayout& L = tm.mem()->table().layout();
+    if (o.table_mode == "mmap" || o.table_mode == "mmap-warm")
+      src = mmap_table_source(o.table, L, o.table_mode == "mmap-warm", o.progress);
+    else if (o.table_mode == "direct")
+      src = direct_table_source(o.table, L, o.cache_bytes);
+    else
+      throw UserError(str("--table-mode ", o.table_mode, ": expected mmap, mmap-warm or direct"));
+  } else if (o.table_mode == "direct" || o.cache_bytes > 0) {
+    throw UserError("--table-mode direct and --cache need --table FILE.pgt (hint: pagegram export --checkpoint C --out T.pgt)");
+  }
+  return std::make_unique<Engine>(std::move(tm), std::move(src), o.max_batch);
+}
+
+namespace {
+
+int64_t parse_int(const std::string& s, const std::string& what) {
+  size_t n = 0;
+  int64_t v = 0;
+  try {
+    v = std::stoll(s, &n);
+  } catch (...) {
+    n = 0;
+  }
+  if (n == 0 || n != s.size()) throw UserError(str(what, ": '", s, "' is not an integer"));
+  return v;
+}
+
+// key=value options of open / fork.
+SamplingOptions parse_sampling(std::istringstream& in) {
+  SamplingOptions so;
+  std::string kv;
+  while (in >> kv) {
+    const size_t eq = kv.find('=');
+    if (eq == std::string::npos) throw UserError(str("option '", kv, "': expected key=value (seed, temperature, top_k)"));
+    const std::string k = kv.substr(0, eq), v = kv.substr(eq + 1);
+    if (k == "seed") {
+      so.seed = static_cast<uint64_t>(parse_int(v, "seed"));
+    } else if (k == "temperature") {
+      try {
+        size_t n = 0;
+        so.temperature = std::stod(v, &n);
+        if (n != v.size()) throw 0;
+      } catch (...) {
+        throw UserError(str("temperature: '", v, "' is not a number"));
+      }
+    } else if (k == "top_k") {
+      so.top_k = parse_int(v, "top_k");
+    } else {
+      throw UserError(str("option '", k, "': expected seed, temperature or top_k"));
+    }
+  }
+  return so;
+}
+
+std::string stats_json(Engine& e) {
+  const EngineStats& s = e.stats();
+  std::ostringstream o;
+  o << "{\"prefill_tokens\":" << s.prefill_tokens << ",\"decode_tokens\":" << s.decode_tokens
+    << ",\"prefill_seconds\":" << s.prefill_seconds << ",\"decode_seconds\":" << s.decode_seconds
+    << ",\"restarts\":" << s.restarts;
+  if (e.source()) {
+    const TableReadStats& r = e.source()->stats();
+    o << ",\"table\":" << json_escape(e.source()->describe()) << ",\"positions\":" << r.positions
+      << ",\"block_accesses\":" << r.block_accesses << ",\"device_reads\":" << r.device_reads
+      << ",\"io_seconds\":" << r.io_seconds;
+  }
+  o << "}";
+  return o.str();
+}
+
+std::string handle(Engine& e, const std::string& line, bool& quit) {
+  std::istringstream in(line);
+  std::string cmd;
+  in >> cmd;
+  auto session = [&] {
+    std::string s;
+    if (!(in >> s)) throw UserError(str(cmd, ": missing session id"));
+    const int64_t id = parse_int(s, "session");
+    if (!e.has(id)) throw UserError(str("no session ", id));
+    return id;
+  };
+  if (cmd == "open") return str("ok ", e.open(parse_sampling(in)));
+  if (cmd == "fork") {
+    const int64_t id = session();
+    return str("ok ", e.fork(id, parse_sampling(in)));
+  }
+  if (cmd == "feed") {
+    const int64_t id = session();
+    std::string text;
+    std::getline(in, text);
+    if (!text.empty() && text[0] == ' ') text.erase(0, 1);
+    const std::vector<int32_t> ids = e.encode(text);
+    e.feed(id, ids);
+    return str("ok ", ids.size());
+  }
+  if (cmd == "feed_ids") {
+    const int64_t id = session();
+    std::vector<int32_t> ids;
+    std::string t;
+    while (in >> t) ids.push_back(static_cast<int32_t>(parse_int(t, "token id")));
+    e.feed(id, ids);
+    return str("ok ", ids.size());
+  }
+  if (cmd == "generate") {
+    const int64_t id = session();
+    std::string n;
+    if (!(in >> n)) throw UserError("generate: missing token count");
+    const int64_t count = parse_int(n, "token count");
+    if (count < 0 || count > 1000000) throw UserError(str("generate: ", count, " tokens (expected 0..1000000)"));
+    std::vector<int32_t> out;
+    const int64_t ids[1] = {id};
+    for (int64_t i = 0; i < count; ++i) out.push_back(e.step(ids)[0]);
+    return str("ok ", json_escape(e.tokenizer() ? e.decode(out) : std::string()));
+  }
+  if (cmd == "step") {
+    std::vector<int64_t> ids;
+    std::string t;
+    while (in >> t) ids.push_back(parse_int(t, "session"));
+    if (ids.empty()) throw UserError("step: no sessions");
+    std::string r = "ok";
+    for (int32_t tok : e.step(ids)) r += str(" ", tok);
+    return r;
+  }
+  if (cmd == "boundary") return e.boundary(session()), "ok";
+  if (cmd == "reset") return e.reset(session()), "ok";
+  if (cmd == "close") return e.close(session()), "ok";
+  if (cmd == "stats") return "ok " + stats_json(e);
+  if (cmd == "quit") return quit = true, "ok";
+  throw UserError(str("unknown request '", cmd, "' (open, feed, feed_ids, generate, step, boundary, reset, fork, close, stats, quit)"));
+}
+
+}  // namespace
+
+void serve(Engine& e, std::istream& in, std::ostream& out) {
+  std::string line;
+  bool quit = false;
+  while (!quit && std::getline(in, line)) {
+    if (line.size() > (size_t{1} << 20)) {
+      out << "error request line of " << line.size() << " bytes (at most 1 MiB)\n" << std::flush;
+      continue;
+    }
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    std::string reply;
+    try {
+      reply = handle(e, line, quit);
+    } catch (const UserError& err) {
+      std::string m = err.what();
+      for (char& c : m)
+        if (c == '\n') c = ' ';
+      reply = "error " + m;
+    }
+    out << reply << "\n" << std::flush;
+  }
+}
+
+}  // namespace pg

@@ -1,0 +1,39 @@
+// Opening an engine from command-line choices, and `pagegram serve`: a line protocol on a stream holding several
+// sessions (README "Generation and serving"). One request per line, one reply line per request:
+//
+//   open [seed=N] [temperature=X] [top_k=K]   ok <session>
+//   feed <s> <text>                           ok <tokens fed>           (the text's tokens, no end of document)
+//   feed_ids <s> <id> <id> ...                ok <tokens fed>
+//   generate <s> <n>                          ok <json string>          (n tokens sampled one step at a time)
+//   step <s> <s> ...                          ok <id> <id> ...          (one decode step, every listed session batched)
+//   boundary <s> | reset <s> | close <s>      ok
+//   fork <s> [seed=N] [temperature=X] [top_k=K]  ok <new session>
+//   stats                                     ok <json object>
+//   quit                                      ok (and the server returns)
+// A bad request gets "error <message>" and the server goes on. Lines are at most 1 MiB.
+#pragma once
+#include <cstdint>
+#include <iosfwd>
+#include <memory>
+#include <string>
+
+#include "infer/engine.h"
+
+namespace pg {
+
+struct EngineOptions {
+  std::string checkpoint;
+  std::string table;          // .pgt file; empty: the checkpoint's fp32 table in RAM
+  std::string table_mode = "mmap";  // mmap | mmap-warm | direct
+  int64_t cache_bytes = 0;    // direct: LRU page cache
+  int64_t max_batch = 64;
+  bool progress = true;
+};
+// Loads the checkpoint (its tokenizer when available) and opens the table source. UserError for a mode or a table
+// that does not fit (the file's identity must match the checkpoint's layout).
+std::unique_ptr<Engine> open_engine(const EngineOptions& o);
+
+// Serves requests from `in` until "quit" or end of input; replies on `out` (flushed per line).
+void serve(Engine& e, std::istream& in, std::ostream& out);
+
+}  // namespace pg

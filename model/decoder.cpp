@@ -1,0 +1,144 @@
+// Implementation of model/decoder.h.
+#include "model/decoder.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <initializer_list>
+
+#include "core/error.h"
+#include "core/gemm.h"
+#include "model/layers.h"
+
+namespace pg {
+
+KvCache::KvCache(const ModelConfig& cfg)
+    : L_(cfg.layers), cap_(cfg.context), C_(cfg.d_model),
+      k_(static_cast<size_t>(cfg.layers * cfg.context * cfg.d_model)),
+      v_(static_cast<size_t>(cfg.layers * cfg.context * cfg.d_model)) {}
+
+void KvCache::copy_prefix(const KvCache& o, int64_t n) {
+  PG_CHECK(o.L_ == L_ && o.cap_ == cap_ && o.C_ == C_ && n >= 0 && n <= o.len_);
+  for (int64_t l = 0; l < L_; ++l) {
+    std::memcpy(k(l, 0), o.k_.data() + l * cap_ * C_, static_cast<size_t>(n * C_) * sizeof(float));
+    std::memcpy(v(l, 0), o.v_.data() + l * cap_ * C_, static_cast<size_t>(n * C_) * sizeof(float));
+  }
+  len_ = n;
+}
+
+Decoder::Decoder(Transformer& model, int64_t max_rows) : m_(model), max_rows_(max_rows) {
+  PG_CHECK(max_rows >= 1);
+  const ModelConfig& c = model.config();
+  const int64_t C = c.d_model, H = c.mlp_ratio * C, V = c.vocab, T = c.context, HD = c.head_dim();
+  const auto n = [](int64_t x) { return static_cast<size_t>(x); };
+  for (auto* b : {&x_, &ln_, &att_, &mid_, &lnf_}) b->resize(n(max_rows * C));
+  qkv_.resize(n(max_rows * 3 * C));
+  fc_.resize(n(max_rows * H));
+  gelu_.resize(n(max_rows * H));
+  rstd_.resize(n(max_rows));
+  int64_t pw = 0;
+  for (auto [K, N] : std::initializer_list<std::pair<int64_t, int64_t>>{{C, 3 * C}, {C, C}, {C, H}, {H, C}, {C, V}})
+    pw = std::max(pw, gemm::packed_b_floats(K, N));
+  pack_w_.resize(n(pw));
+  rope_cos_.resize(n(T * (HD / 2)));
+  rope_sin_.resize(n(T * (HD / 2)));
+  layers::rope_tables(rope_cos_.data(), rope_sin_.data(), T, HD, c.rope_base);
+}
+
+void Decoder::forward(std::span<const int32_t> tokens, std::span<KvCache* const> caches, float* logits,
+                      bool last_only) {
+  using namespace layers;
+  const ModelConfig& c = m_.config();
+  const int64_t N = static_cast<int64_t>(tokens.size());
+  const int64_t L = c.layers, C = c.d_model, H = c.mlp_ratio * C, V = c.vocab, NH = c.heads, HD = c.head_dim();
+  const int64_t half = HD / 2;
+  const float eps = static_cast<float>(c.norm_eps);
+  PG_CHECK(N >= 1 && N <= max_rows_ && caches.size() == tokens.size(), "Decoder::forward: ", N, " rows, ",
+           caches.size(), " caches, max ", max_rows_);
+  // Positions: each row after its cache's current length and the earlier rows of the same cache.
+  pos_.assign(static_cast<size_t>(N), 0);
+  for (int64_t i = 0; i < N; ++i) {
+    int64_t earlier = 0;
+    for (int64_t j = i - 1; j >= 0 && caches[static_cast<size_t>(j)] == caches[static_cast<size_t>(i)]; --j) ++earlier;
+    for (int64_t j = 0; j < i - earlier; ++j)
+      PG_CHECK(caches[static_cast<size_t>(j)] != caches[static_cast<size_t>(i)],
+               "Decoder::forward: the rows of one sequence must be consecutive");
+    pos_[static_cast<size_t>(i)] = caches[static_cast<size_t>(i)]->length() + earlier;
+    if (pos_[static_cast<size_t>(i)] >= caches[static_cast<size_t>(i)]->capacity())
+      throw UserError(str("decoder: position ", pos_[static_cast<size_t>(i)], " is past the model's context of ",
+                          c.context, " tokens (hint: start a new cache from the last tokens)"));
+    const int32_t id = tokens[static_cast<size_t>(i)];
+    if (id < 0 || id >= V) throw UserError(str("decoder: token id ", id, " outside [0, ", V, ")"));
+  }
+  const ModelViews<float>& P = m_.weights();
+  ResidualInjector* inj = m_.injector();
+  embedding_forward(x_.data(), tokens.data(), P.tok_emb, N, C);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(HD));
+  for (int64_t l = 0; l < L; ++l) {
+    const BlockViews<float>& w = P.blocks[static_cast<size_t>(l)];
+    if (inj && inj->injects(l)) inj->inject_forward(l, x_.data(), N);
+    rmsnorm_forward(ln_.data(), rstd_.data(), x_.data(), w.attn_norm, N, C, eps);
+    linear_forward(qkv_.data(), ln_.data(), w.w_qkv, static_cast<const float*>(nullptr), N, C, 3 * C, pack_w_.data());
+    for (int64_t i = 0; i < N; ++i) {
+      const int64_t p = pos_[static_cast<size_t>(i)];
+      float* row = qkv_.data() + i * 3 * C;
+      rope_rows(row, rope_cos_.data() + p * half, rope_sin_.data() + p * half, 0, 1, 1, C, NH, 1.0f);
+      KvCache& kv = *caches[static_cast<size_t>(i)];
+      std::memcpy(kv.k(l, p), row + C, static_cast<size_t>(C) * sizeof(float));
+      std::memcpy(kv.v(l, p), row + 2 * C, static_cast<size_t>(C) * sizeof(float));
+    }
+    // Attention of each (row, head) over its cache's positions 0..p: one thread per pair, a plain loop each.
+#pragma omp parallel
+    {
+      std::vector<float> s;
+#pragma omp for schedule(static)
+      for (int64_t ih = 0; ih < N * NH; ++ih) {
+        const int64_t i = ih / NH, h = ih % NH, p = pos_[static_cast<size_t>(i)];
+        KvCache& kv = *caches[static_cast<size_t>(i)];
+        const float* q = qkv_.data() + i * 3 * C + h * HD;
+        s.resize(static_cast<size_t>(p + 1));
+        float mx = -INFINITY;
+        for (int64_t j = 0; j <= p; ++j) {
+          const float* k = kv.k(l, j) + h * HD;
+          float d = 0.0f;
+          for (int64_t e = 0; e < HD; ++e) d += q[e] * k[e];
+          s[static_cast<size_t>(j)] = d * scale;
+          mx = std::max(mx, s[static_cast<size_t>(j)]);
+        }
+        float sum = 0.0f;
+        for (int64_t j = 0; j <= p; ++j) sum += (s[static_cast<size_t>(j)] = std::exp(s[static_cast<size_t>(j)] - mx));
+        float* o = att_.data() + i * C + h * HD;
+        std::fill(o, o + HD, 0.0f);
+        for (int64_t j = 0; j <= p; ++j) {
+          const float* v = kv.v(l, j) + h * HD;
+          const float pj = s[static_cast<size_t>(j)] / sum;
+          for (int64_t e = 0; e < HD; ++e) o[e] += pj * v[e];
+        }
+      }
+    }
+    linear_forward(mid_.data(), att_.data(), w.w_o, x_.data(), N, C, C, pack_w_.data());
+    rmsnorm_forward(ln_.data(), rstd_.data(), mid_.data(), w.mlp_norm, N, C, eps);
+    linear_forward(fc_.data(), ln_.data(), w.w_fc, static_cast<const float*>(nullptr), N, C, H, pack_w_.data());
+    gelu_forward(gelu_.data(), fc_.data(), N, H);
+    linear_forward(x_.data(), gelu_.data(), w.w_proj, mid_.data(), N, H, C, pack_w_.data());
+  }
+  for (int64_t i = 0; i < N; ++i) {  // the rows are in the caches now
+    KvCache& kv = *caches[static_cast<size_t>(i)];
+    kv.len_ = std::max(kv.len_, pos_[static_cast<size_t>(i)] + 1);
+  }
+  if (!logits) return;
+  // Final norm and LM head, for every row or for the last row of each sequence.
+  int64_t rows = N;
+  const float* src = x_.data();
+  if (last_only) {
+    rows = 0;
+    for (int64_t i = 0; i < N; ++i)
+      if (i + 1 == N || caches[static_cast<size_t>(i + 1)] != caches[static_cast<size_t>(i)])
+        std::memcpy(mid_.data() + (rows++) * C, x_.data() + i * C, static_cast<size_t>(C) * sizeof(float));
+    src = mid_.data();
+  }
+  rmsnorm_forward(lnf_.data(), rstd_.data(), src, P.final_norm, rows, C, eps);
+  linear_forward(logits, lnf_.data(), P.lm_head, static_cast<const float*>(nullptr), rows, C, V, pack_w_.data());
+}
+
+}  // namespace pg

@@ -1,0 +1,61 @@
+// Incremental inference for a trained Transformer (model/transformer.h): the same forward pass, fed a few new
+// tokens at a time against a key/value cache, returning logits instead of a loss.
+//
+//   KvCache cache(model.config());
+//   Decoder dec(model, 64);                        // up to 64 rows per forward
+//   dec.forward(prompt, {&cache, ...}, logits)     // prefill: every prompt token, one forward
+//   dec.forward({next}, {&cache}, logits)          // decode: one row; rows of several caches decode as one batch
+//
+// Rows may belong to different sequences (caches); the rows of one sequence must be consecutive and in order. Row i
+// sits at position cache_i.length() + (earlier rows of the same cache). Positions are absolute within the cache,
+// at most config().context (the trained RoPE range): the caller starts a new cache past that (infer/engine.h).
+// Residual injection (the memory table) goes through the model's injector with N = rows, as in training: prepare it
+// for exactly these rows first. Linear layers, norms, RoPE and GELU are the training kernels, row for row; attention
+// of one query over its cache runs in the order of a plain loop. The logits equal a recomputation of the whole
+// sequence up to float rounding (tests/model/decoder_test.cpp states the tolerance).
+#pragma once
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "model/transformer.h"
+
+namespace pg {
+
+class KvCache {
+ public:
+  explicit KvCache(const ModelConfig& cfg);
+  int64_t length() const { return len_; }
+  int64_t capacity() const { return cap_; }
+  void clear() { len_ = 0; }
+  // Copies another cache's first `n` positions (fork a conversation).
+  void copy_prefix(const KvCache& o, int64_t n);
+
+ private:
+  friend class Decoder;
+  float* k(int64_t l, int64_t pos) { return k_.data() + (l * cap_ + pos) * C_; }
+  float* v(int64_t l, int64_t pos) { return v_.data() + (l * cap_ + pos) * C_; }
+  int64_t L_, cap_, C_, len_ = 0;
+  std::vector<float> k_, v_;  // [L, cap, C] each (RoPE applied to k)
+};
+
+class Decoder {
+ public:
+  // Scratch for up to max_rows rows per forward (allocated once).
+  Decoder(Transformer& model, int64_t max_rows);
+  int64_t max_rows() const { return max_rows_; }
+
+  // Runs rows tokens[i] of caches[i] (tokens.size() == caches.size() <= max_rows), appending each row's key and
+  // value to its cache. logits (when not null) receives [rows, vocab] — or only the last row of each sequence
+  // when last_only ([sequences, vocab], in order of first appearance). UserError for a token outside the
+  // vocabulary or a cache that would pass its capacity.
+  void forward(std::span<const int32_t> tokens, std::span<KvCache* const> caches, float* logits, bool last_only = false);
+
+ private:
+  Transformer& m_;
+  int64_t max_rows_;
+  std::vector<float> x_, ln_, qkv_, att_, mid_, fc_, gelu_, rstd_, pack_w_, lnf_, rope_cos_, rope_sin_;
+  std::vector<int64_t> pos_;
+};
+
+}  // namespace pg

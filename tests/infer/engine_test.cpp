@@ -1,0 +1,314 @@
+// Generation (infer/engine.h) with the memory table in RAM, mmap'd and read with O_DIRECT: decoding equals
+// recomputation, every source gives the same tokens for the same table contents, the reads per token equal the
+// flash simulator's on the same stream (no cache and an LRU cache), corrupt blocks are refused, sessions carry their
+// n-gram history (fork, reset, boundary), caches restart past the context, sampling is seeded, and the serve
+// protocol answers every request.
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "data/pipeline.h"
+#include "infer/engine.h"
+#include "infer/serve.h"
+#include "storage/eval_stream.h"
+#include "storage/export.h"
+#include "storage/flash_sim.h"
+#include "storage/nf4.h"
+#include "tests/test_util.h"
+#include "train/trainer.h"
+
+namespace pg {
+namespace {
+
+namespace fs = std::filesystem;
+
+class EngineTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = testing::make_temp_dir("engine");
+    for (const char* layout : {"pagegram", "engram"}) {
+      ExperimentConfig c = load_experiment(
+          testing::kTinyConfig,
+          testing::with_sets(testing::tiny_fixture_sets(dir_),
+                             {"train.steps=6", "train.eval_interval=0", "train.eval_windows=8",
+                              "train.checkpoint_interval=0", std::string("memory.layout=") + layout,
+                              "memory.target_params=200000", "train.out_dir=" + (dir_ / layout).string()}));
+      data::tokenize(c.data, c.tokenizer);
+      data::DataSet ds = data::open_dataset(c.data, c.tokenizer);
+      TrainOptions opt;
+      opt.progress = false;
+      train(c, ds, opt);
+    }
+  }
+  static void TearDownTestSuite() { fs::remove_all(dir_); }
+  static std::string ckpt(const std::string& layout) { return (dir_ / layout / "checkpoint.h5").string(); }
+  // The checkpoint's table exported as NF4 (the file every disk source reads).
+  static std::string table(const std::string& layout) {
+    const std::string p = (dir_ / (layout + ".pgt")).string();
+    if (!fs::exists(p)) {
+      TrainedModel tm = load_trained_model(ckpt(layout), {.open_data = false, .table_ready = true});
+      export_table_file(p, tm.mem()->table().layout(), tm.mem()->table().values().data(), "zero", 0, {});
+    }
+    return p;
+  }
+  static std::unique_ptr<Engine> engine(const std::string& layout, const std::string& mode = "", int64_t cache = 0) {
+    EngineOptions o;
+    o.checkpoint = ckpt(layout);
+    o.progress = false;
+    o.max_batch = 16;
+    if (!mode.empty()) {
+      o.table = table(layout);
+      o.table_mode = mode;
+      o.cache_bytes = cache;
+    }
+    return open_engine(o);
+  }
+  static std::vector<int32_t> prompt(int64_t n, uint32_t seed) {
+    std::vector<int32_t> p(static_cast<size_t>(n));
+    uint32_t x = seed;
+    for (auto& t : p) t = static_cast<int32_t>((x = x * 1664525u + 1013904223u) >> 22);  // < 1024
+    return p;
+  }
+  static inline fs::path dir_;
+};
+
+// Greedy decoding for n steps; returns the tokens and the logits of every step.
+std::vector<int32_t> greedy(Engine& e, const std::vector<int32_t>& p, int64_t n, std::vector<std::vector<float>>* logits = nullptr) {
+  const int64_t s = e.open({0.0, 0, 0});
+  e.feed(s, p);
+  std::vector<int32_t> out;
+  const int64_t ids[1] = {s};
+  for (int64_t i = 0; i < n; ++i) {
+    if (logits) logits->emplace_back(e.logits(s).begin(), e.logits(s).end());
+    out.push_back(e.step(ids)[0]);
+  }
+  e.close(s);
+  return out;
+}
+
+TEST_F(EngineTest, DecodingEqualsRecomputingTheSequenceWithTheMemory) {
+  for (const char* layout : {"pagegram", "engram"}) {
+    std::unique_ptr<Engine> e = engine(layout);
+    const std::vector<int32_t> p = prompt(6, 3);
+    std::vector<std::vector<float>> inc;
+    const std::vector<int32_t> gen = greedy(*e, p, 10, &inc);
+    // Recompute: a fresh session fed prompt + the first i generated tokens in one prefill.
+    for (size_t i = 0; i < gen.size(); ++i) {
+      std::vector<int32_t> seq = p;
+      seq.insert(seq.end(), gen.begin(), gen.begin() + static_cast<std::ptrdiff_t>(i));
+      const int64_t s = e->open({});
+      e->feed(s, seq);
+      const std::span<const float> ref = e->logits(s);
+      double worst = 0;
+      for (size_t v = 0; v < ref.size(); ++v) worst = std::max(worst, std::abs(double(ref[v]) - inc[i][v]));
+      EXPECT_LT(worst, 2e-5) << layout << ", step " << i;
+      e->close(s);
+    }
+  }
+}
+
+TEST_F(EngineTest, EverySourceGivesTheSameTokensForTheSameTableAndAnyThreadCount) {
+  const std::vector<int32_t> p = prompt(9, 5);
+  std::vector<int32_t> ref;
+  for (const std::string mode : {"mmap", "mmap-warm", "direct"}) {
+    for (int threads : {1, 2}) {
+      omp_set_num_threads(threads);
+      std::unique_ptr<Engine> e = engine("pagegram", mode, mode == "direct" ? 1 << 20 : 0);
+      const std::vector<int32_t> got = greedy(*e, p, 12);
+      if (ref.empty()) ref = got;
+      EXPECT_EQ(got, ref) << mode << ", " << threads << " threads";
+    }
+  }
+  omp_set_num_threads(2);
+  // The fp32 table gives the logits of the NF4 file up to the quantization error, not bit for bit.
+  std::unique_ptr<Engine> ram = engine("pagegram"), file = engine("pagegram", "mmap");
+  std::vector<std::vector<float>> a, b;
+  greedy(*ram, p, 1, &a);
+  greedy(*file, p, 1, &b);
+  double diff = 0;
+  for (size_t v = 0; v < a[0].size(); ++v) diff = std::max(diff, std::abs(double(a[0][v]) - b[0][v]));
+  EXPECT_GT(diff, 0.0);
+  EXPECT_LT(diff, 0.5);
+}
+
+TEST_F(EngineTest, ReadsPerTokenEqualTheFlashSimulatorOnTheSameStream) {
+  const std::vector<int32_t> p = prompt(12, 7);  // 12 + 15 positions: within the context (no cache restart)
+  for (const int64_t cache_blocks : {int64_t{0}, int64_t{48}}) {
+    std::unique_ptr<Engine> e = engine("pagegram", "direct", cache_blocks * 4096);
+    const int64_t s = e->open({0.0, 0, 0});
+    for (int32_t t : p) e->feed(s, std::span<const int32_t>(&t, 1));  // one position per fetch
+    const int64_t ids[1] = {s};
+    std::vector<int32_t> all = p;
+    for (int i = 0; i < 15; ++i) all.push_back(e->step(ids)[0]);
+    // The simulator on the same tokens: distinct blocks per position, through an exact LRU of the same size.
+    TrainedModel tm = load_trained_model(ckpt("pagegram"), {});
+    const MemoryLayout& L = tm.mem()->table().layout();
+    std::vector<uint32_t> ids32(all.begin(), all.end());
+    const EvalStream st = stream_from_ids(ids32, {0});
+    std::vector<uint32_t> blocks;
+    stream_blocks(L, st, 0, st.size(), blocks);
+    FlashCacheSimulator sim(L.num_blocks(), cache_blocks);
+    const int64_t misses = sim.access(blocks);
+    const TableReadStats& r = e->source()->stats();
+    EXPECT_EQ(r.positions, static_cast<int64_t>(all.size()));
+    EXPECT_EQ(r.block_accesses, static_cast<int64_t>(blocks.size())) << "cache " << cache_blocks;
+    EXPECT_EQ(r.device_reads, misses) << "cache " << cache_blocks;
+    if (cache_blocks > 0) {
+      EXPECT_LT(misses, static_cast<int64_t>(blocks.size()));
+    }
+  }
+}
+
+TEST_F(EngineTest, APrefillReadsARowNeededTwiceOnce) {
+  std::vector<int32_t> p = prompt(8, 9);
+  p.insert(p.end(), p.begin(), p.end());  // the same n-grams twice
+  std::unique_ptr<Engine> e = engine("pagegram", "direct", 0);
+  const int64_t s = e->open({});
+  e->feed(s, p);
+  const TableReadStats& r = e->source()->stats();
+  EXPECT_EQ(r.positions, 16);
+  EXPECT_LT(r.device_reads, r.block_accesses);
+}
+
+TEST_F(EngineTest, ACorruptBlockIsAnErrorNamingItNeverGarbage) {
+  const std::string bad = (dir_ / "corrupt.pgt").string();
+  fs::copy_file(table("pagegram"), bad, fs::copy_options::overwrite_existing);
+  const TableFileHeader h = TableFileReader::read_header(bad);
+  {  // flip one byte in every data block
+    std::fstream f(bad, std::ios::in | std::ios::out | std::ios::binary);
+    for (uint64_t b = 0; b < h.data_blocks; ++b) {
+      f.seekg(static_cast<std::streamoff>(h.data_offset() + b * 4096 + 100));
+      char c = 0;
+      f.read(&c, 1);
+      c = static_cast<char>(c ^ 0x5a);
+      f.seekp(static_cast<std::streamoff>(h.data_offset() + b * 4096 + 100));
+      f.write(&c, 1);
+    }
+  }
+  for (const std::string mode : {"mmap", "direct"}) {
+    EngineOptions o;
+    o.checkpoint = ckpt("pagegram");
+    o.table = bad;
+    o.table_mode = mode;
+    o.progress = false;
+    std::unique_ptr<Engine> e = open_engine(o);
+    const int64_t s = e->open({});
+    const std::vector<int32_t> p = prompt(3, 1);
+    try {
+      e->feed(s, p);
+      ADD_FAILURE() << mode << ": no error";
+    } catch (const IoError& err) {
+      const std::string m = err.what();
+      EXPECT_NE(m.find("checksum mismatch"), std::string::npos) << m;
+      EXPECT_NE(m.find("data block"), std::string::npos) << m;
+      EXPECT_NE(m.find(bad), std::string::npos) << m;
+    }
+  }
+}
+
+TEST_F(EngineTest, SessionsCarryTheirHistoryForkResetAndBoundary) {
+  std::unique_ptr<Engine> e = engine("engram");
+  const std::vector<int32_t> a = prompt(5, 11), b = prompt(4, 12);
+  // The n-gram state carries across calls: feeding in two calls equals feeding at once.
+  const int64_t s1 = e->open({}), s2 = e->open({});
+  e->feed(s1, a);
+  e->feed(s1, b);
+  std::vector<int32_t> ab = a;
+  ab.insert(ab.end(), b.begin(), b.end());
+  e->feed(s2, ab);
+  std::vector<float> l1(e->logits(s1).begin(), e->logits(s1).end());
+  for (size_t v = 0; v < l1.size(); ++v) ASSERT_NEAR(l1[v], e->logits(s2)[v], 2e-5);
+  // Fork: two continuations of one prefix with the same seed agree, and the parent is untouched.
+  const int64_t f1 = e->fork(s1, {0.9, 20, 4}), f2 = e->fork(s1, {0.9, 20, 4});
+  const int64_t one[1] = {f1}, two[1] = {f2};
+  std::vector<int32_t> c1, c2;
+  for (int i = 0; i < 6; ++i) c1.push_back(e->step(one)[0]), c2.push_back(e->step(two)[0]);
+  EXPECT_EQ(c1, c2);
+  EXPECT_EQ(e->length(s1), 9);
+  EXPECT_EQ(e->length(f1), 15);
+  // A boundary cuts the n-grams: after it, b's logits differ from b fed right after a (same attention context).
+  const int64_t s3 = e->open({});
+  e->feed(s3, a);
+  e->boundary(s3);
+  e->feed(s3, b);
+  double diff = 0;
+  for (size_t v = 0; v < l1.size(); ++v) diff = std::max(diff, std::abs(double(l1[v]) - e->logits(s3)[v]));
+  EXPECT_GT(diff, 1e-6);
+  // Reset: a session starts over.
+  e->reset(s3);
+  EXPECT_EQ(e->length(s3), 0);
+  EXPECT_THROW(e->logits(s3), UserError);
+  e->feed(s3, ab);
+  for (size_t v = 0; v < l1.size(); ++v) ASSERT_NEAR(l1[v], e->logits(s3)[v], 2e-5);
+}
+
+TEST_F(EngineTest, CachesRestartPastTheContextAndSamplingIsSeeded) {
+  std::unique_ptr<Engine> e = engine("pagegram");
+  const int64_t T = e->config().model.context;
+  auto run = [&](uint64_t seed) {
+    const int64_t s = e->open({0.8, 10, seed});
+    e->feed(s, prompt(T - 3, 2));
+    const int64_t ids[1] = {s};
+    std::vector<int32_t> out;
+    for (int64_t i = 0; i < T; ++i) out.push_back(e->step(ids)[0]);
+    EXPECT_EQ(e->length(s), 2 * T - 3);
+    e->close(s);
+    return out;
+  };
+  const std::vector<int32_t> x = run(1), y = run(1), z = run(2);
+  EXPECT_EQ(x, y);
+  EXPECT_NE(x, z);
+  EXPECT_GE(e->stats().restarts, 3);
+}
+
+TEST_F(EngineTest, ServeAnswersEveryRequestAndSurvivesBadOnes) {
+  std::unique_ptr<Engine> e = engine("pagegram", "mmap");
+  std::istringstream in(
+      "open seed=3 temperature=0\n"
+      "feed_ids 1 5 6 7 8\n"
+      "step 1\n"
+      "fork 1 temperature=0\n"
+      "step 1 2\n"
+      "bogus\n"
+      "feed_ids 9 1\n"
+      "feed_ids 1 99999\n"
+      "open temperature=-1\n"
+      "boundary 1\n"
+      "reset 2\n"
+      "stats\n"
+      "close 1\n"
+      "quit\n"
+      "open\n");
+  std::ostringstream out;
+  serve(*e, in, out);
+  std::vector<std::string> lines;
+  std::istringstream r(out.str());
+  for (std::string l; std::getline(r, l);) lines.push_back(l);
+  ASSERT_EQ(lines.size(), 14u) << out.str();
+  EXPECT_EQ(lines[0], "ok 1");
+  EXPECT_EQ(lines[1], "ok 4");
+  EXPECT_EQ(lines[2].rfind("ok ", 0), 0u);
+  EXPECT_EQ(lines[3], "ok 2");
+  // greedy continuations of one state agree
+  std::istringstream st(lines[4].substr(3));
+  int32_t t1 = -1, t2 = -2;
+  st >> t1 >> t2;
+  EXPECT_EQ(t1, t2);
+  EXPECT_EQ(lines[5].rfind("error unknown request", 0), 0u) << lines[5];
+  EXPECT_EQ(lines[6].rfind("error no session 9", 0), 0u) << lines[6];
+  EXPECT_EQ(lines[7].rfind("error ", 0), 0u) << lines[7];
+  EXPECT_EQ(lines[8].rfind("error ", 0), 0u) << lines[8];
+  EXPECT_EQ(lines[9], "ok");
+  EXPECT_EQ(lines[10], "ok");
+  EXPECT_NE(lines[11].find("\"device_reads\""), std::string::npos) << lines[11];
+  EXPECT_EQ(lines[12], "ok");
+  EXPECT_EQ(lines[13], "ok");
+}
+
+}  // namespace
+}  // namespace pg
