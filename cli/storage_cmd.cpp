@@ -170,12 +170,13 @@ void register_storage_commands(CLI::App& app) {
   }
   // ---- export
   {
-    static std::string checkpoint, config, out, fill = "zero";
+    static std::string checkpoint, config, out, fill = "zero", format = "nf4";
     static std::vector<std::string> sets;
     static int64_t eval_windows = 0, threads = 0;
     static bool no_verify = false;
     CLI::App* c = app.add_subcommand(
-        "export", "write the page-aligned NF4 table file (.pgt, storage/FORMATS.md) of a checkpoint's memory table");
+        "export",
+        "write the page-aligned NF4 or MXFP8 table file (.pgt, storage/FORMATS.md) of a checkpoint's memory table");
     c->add_option("--checkpoint", checkpoint, "checkpoint.h5 holding a memory table");
     c->add_option("--config", config, "instead of a checkpoint: a config whose memory layout gets a --fill table");
     c->add_option("--set", sets, "override a key of --config (repeatable)");
@@ -183,9 +184,14 @@ void register_storage_commands(CLI::App& app) {
         ->capture_default_str()
         ->check(CLI::IsMember({"zero", "random"}));
     c->add_option("--out", out, "output .pgt file")->required();
+    c->add_option("--format", format,
+                  "quantization of the file: nf4 (4-bit NormalFloat, 64-value groups) or mxfp8 (OCP MX: E4M3 codes, "
+                  "an E8M0 scale per 32 values)")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"nf4", "mxfp8"}));
     c->add_option("--eval-windows", eval_windows,
-                  "with --checkpoint: also compare held-out loss with the fp32 and the NF4 table on this many "
-                  "validation windows (0 = skip)")
+                  "with --checkpoint: also compare held-out loss with the fp32, the NF4 and the MXFP8 table on this "
+                  "many validation windows (0 = skip; whichever --format is written)")
         ->capture_default_str();
     c->add_flag("--no-verify", no_verify, "skip reading the written file back");
     c->add_option("--threads", threads, "threads (0 = all allowed CPUs, pinned)");
@@ -203,6 +209,7 @@ void register_storage_commands(CLI::App& app) {
       std::unique_ptr<data::DataSet> ds;  // for Engram-faithful hashing and --eval-windows
       TableWriteOptions opt;
       opt.progress = true;
+      opt.quantization = parse_quantization(format);
       opt.info = {{"revision", build::kRevision}, {"command", cmdline()}};
       if (!checkpoint.empty()) {
         tm = load_trained_model(checkpoint, {.open_data = eval_windows > 0, .table_ready = true});
@@ -227,24 +234,24 @@ void register_storage_commands(CLI::App& app) {
         h = export_table_file(out, *L, nullptr, fill, static_cast<uint64_t>(cfg.train.seed), opt);
       }
       std::printf("%s\n", L->parity_report().c_str());
-      std::printf("wrote %s: %llu data blocks + %llu header blocks = %.1f MiB (%.1f s)\n", out.c_str(),
+      std::printf("wrote %s (%s, %llu bytes per row): %llu data blocks + %llu header blocks = %.1f MiB (%.1f s)\n",
+                  out.c_str(), format.c_str(), static_cast<unsigned long long>(h.row_bytes),
                   static_cast<unsigned long long>(h.data_blocks), static_cast<unsigned long long>(h.header_blocks),
                   static_cast<double>(h.file_bytes()) / (1 << 20), t.seconds());
       if (!no_verify) {
         Timer tv;
-        verify_table_file(out, *L);
+        verify_table_file(out, *L, opt.quantization);
         std::printf("verified %llu block checksums (%.1f s)\n", static_cast<unsigned long long>(h.data_blocks), tv.seconds());
       }
       if (eval_windows > 0) {
         data::ValidationWindows val = ds->validation(cfg.model.context);
         const int64_t n = std::min<int64_t>(eval_windows, val.count());
         Timer te;
-        const Nf4LossComparison c = compare_nf4_loss(tm.mem()->table().values(), L->rows(), L->width(),
-                                                     [&] { return tm.session->evaluate(val, n, *ds->heldout); });
-        const double fp32 = c.fp32, q = c.nf4;
-        std::printf("held-out over %lld windows: fp32 table %.6f nats, NF4 table %.6f nats, difference %+.6f "
-                    "(report: +0.0004) (%.1f s)\n",
-                    static_cast<long long>(n), fp32, q, q - fp32, te.seconds());
+        const TableLossComparison c =
+            compare_table_loss(tm.mem()->table().values(), L->rows(), L->width(),
+                               {TableQuantization::kNf4, TableQuantization::kMxfp8},
+                               [&] { return tm.session->evaluate(val, n, *ds->heldout); });
+        std::printf("%s\n", format_loss_comparison(c, n, te.seconds()).c_str());
       }
     });
   }

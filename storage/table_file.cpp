@@ -17,6 +17,7 @@
 #include "data/hash.h"
 #include "data/mapped_file.h"
 #include "storage/eval_stream.h"
+#include "storage/mxfp8.h"
 #include "storage/nf4.h"
 #include "memory/pagegram_layout.h"
 
@@ -58,6 +59,7 @@ enum : size_t {
   kOffChecksumOffset = 80,
   kOffIdentityHash = 88,
   kOffChecksumsHash = 96,
+  kOffQuantization = 104,  // version 2: u32 TableQuantization; version 1: zero
   kOffHeaderHash = 120,  // xxh64 of bytes [0, 120)
 };
 
@@ -126,22 +128,24 @@ struct StagedFile {
   }
 };
 
-// Encodes rows [r0, r0+n) into dst[i] (nf4_row_bytes each).
+// Encodes rows [r0, r0+n) into dst[i] (the format's row bytes each).
 using Encoder = std::function<void(int64_t r0, int64_t n, uint8_t* const* dst)>;
 
 TableFileHeader write_core(const std::string& path, const MemoryLayout& layout, const Encoder& encode,
                            const TableWriteOptions& opt) {
+  const TablePlacement place = table_placement(layout, opt.quantization);
   TableFileHeader h;
-  auto kv = table_identity(layout);
+  auto kv = table_identity(layout, opt.quantization);
   for (const auto& [k, v] : opt.info) kv.push_back({"info." + k, v});
   h.identity = identity_text(kv);
-  h.version = kTableFileVersion;
+  h.quantization = opt.quantization;
+  h.version = opt.quantization == TableQuantization::kNf4 ? kTableFileVersionNf4 : kTableFileVersion;
   h.block_bytes = static_cast<uint32_t>(kBlock);
   h.rows = static_cast<uint64_t>(layout.rows());
   h.width = static_cast<uint64_t>(layout.width());
-  h.row_bytes = static_cast<uint64_t>(layout.nf4_bytes_per_row());
+  h.row_bytes = static_cast<uint64_t>(place.row_bytes);
   h.params = h.rows * h.width;
-  h.data_blocks = static_cast<uint64_t>(layout.num_blocks());
+  h.data_blocks = static_cast<uint64_t>(place.num_blocks());
   h.identity_offset = kBlock;
   h.identity_bytes = h.identity.size();
   h.checksum_offset = kBlock * (1 + ceil_blocks(h.identity_bytes));
@@ -175,16 +179,16 @@ TableFileHeader write_core(const std::string& path, const MemoryLayout& layout, 
     std::memset(win.data() + (W - n) * kBlock, 0, static_cast<size_t>(n) * kBlock);
     flushed = b;
   };
-  const int64_t rows = layout.rows(), rb = layout.nf4_bytes_per_row();
+  const int64_t rows = layout.rows(), rb = place.row_bytes;
   const int64_t chunk = std::max<int64_t>(1, W * kBlockBytes / (4 * rb));
   std::vector<uint8_t*> dst(static_cast<size_t>(std::min(chunk, std::max<int64_t>(rows, 1))));
   ProgressLine prog(str("writing ", path, " rows"), rows, opt.progress);
   int64_t last_block = 0;
   for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
     const int64_t n = std::min(chunk, rows - r0);
-    flush_until(layout.block_of(r0).block);
+    flush_until(place.block_of(r0).block);
     for (int64_t i = 0; i < n; ++i) {
-      const BlockLocation loc = layout.block_of(r0 + i);
+      const BlockLocation loc = place.block_of(r0 + i);
       PG_CHECK(loc.block >= last_block, "block_of is not monotonic at row ", r0 + i);
       PG_CHECK(loc.offset >= 0 && loc.offset + rb <= loc.blocks * kBlockBytes, "row ", r0 + i, " overflows its block");
       PG_CHECK(loc.block + loc.blocks - flushed <= W, "table file window too small at row ", r0 + i);
@@ -220,6 +224,7 @@ TableFileHeader write_core(const std::string& path, const MemoryLayout& layout, 
   put64(hb.data() + kOffChecksumOffset, h.checksum_offset);
   put64(hb.data() + kOffIdentityHash, h.identity_hash);
   put64(hb.data() + kOffChecksumsHash, h.checksums_hash);
+  if (h.version >= 2) put32(hb.data() + kOffQuantization, static_cast<uint32_t>(h.quantization));
   put64(hb.data() + kOffHeaderHash, data::xxh64_bytes(hb.data(), kOffHeaderHash));
   pwrite_all(f.fd, hb.data(), hb.size(), 0, path);
   if (::fsync(f.fd) != 0) throw ResourceError(str("table file ", path, ": fsync failed: ", errno_text()));
@@ -233,27 +238,91 @@ TableFileHeader write_core(const std::string& path, const MemoryLayout& layout, 
 
 }  // namespace
 
+std::string quantization_name(TableQuantization q) {
+  switch (q) {
+    case TableQuantization::kNf4: return "nf4";
+    case TableQuantization::kMxfp8: return "mxfp8";
+  }
+  return str("unknown(", static_cast<uint32_t>(q), ")");
+}
+
+TableQuantization parse_quantization(const std::string& name) {
+  if (name == "nf4") return TableQuantization::kNf4;
+  if (name == "mxfp8") return TableQuantization::kMxfp8;
+  throw UserError(str("table quantization '", name, "': expected nf4 or mxfp8"));
+}
+
+int64_t quantized_row_bytes(TableQuantization q, int64_t width) {
+  return q == TableQuantization::kMxfp8 ? mxfp8::row_bytes(width) : nf4::row_bytes(width);
+}
+
+void round_trip_table(TableQuantization q, float* table, int64_t rows, int64_t width) {
+  if (q == TableQuantization::kMxfp8) mxfp8::round_trip_table(table, rows, width);
+  else nf4::round_trip_table(table, rows, width);
+}
+
+BlockLocation place_row(int64_t unit_rows, int64_t row_bytes, int64_t row) {
+  const int64_t unit = row / unit_rows, in_unit = row % unit_rows, ub = unit_rows * row_bytes;
+  BlockLocation b;
+  if (ub <= kBlockBytes) {
+    const int64_t per_block = kBlockBytes / ub;
+    b.block = unit / per_block;
+    b.offset = (unit % per_block) * ub + in_unit * row_bytes;
+  } else {
+    b.blocks = (ub + kBlockBytes - 1) / kBlockBytes;
+    b.block = unit * b.blocks;
+    b.offset = in_unit * row_bytes;  // may exceed 4096: the unit spans b.blocks blocks
+  }
+  return b;
+}
+
+TablePlacement table_placement(const MemoryLayout& layout, TableQuantization q) {
+  TablePlacement p;
+  p.layout = &layout;
+  p.quantization = q;
+  p.row_bytes = quantized_row_bytes(q, layout.width());
+  if (const auto* pg = dynamic_cast<const PageGramLayout*>(&layout)) p.unit_rows = pg->page_rows();
+  return p;
+}
+
+BlockLocation TablePlacement::block_of(int64_t row) const {
+  if (quantization == TableQuantization::kNf4) return layout->block_of(row);
+  return place_row(unit_rows, row_bytes, row);
+}
+
+int64_t TablePlacement::num_blocks() const {
+  if (quantization == TableQuantization::kNf4) return layout->num_blocks();
+  if (layout->rows() == 0) return 0;
+  const BlockLocation last = block_of(layout->rows() - 1);
+  return last.block + last.blocks;
+}
+
 std::string TableFileHeader::identity_value(const std::string& key) const {
   for (const auto& [k, v] : parse_identity(identity))
     if (k == key) return v;
   return "";
 }
 
-std::vector<std::pair<std::string, std::string>> table_identity(const MemoryLayout& layout) {
+std::vector<std::pair<std::string, std::string>> table_identity(const MemoryLayout& layout, TableQuantization q) {
   auto kv = layout.identity();
   std::string seeds;
   for (uint64_t s : layout.derived_seeds()) seeds += (seeds.empty() ? "" : ",") + std::to_string(s);
   kv.push_back({"derived_seeds", seeds});
   kv.push_back({"params", std::to_string(layout.params())});
-  kv.push_back({"num_blocks", std::to_string(layout.num_blocks())});
-  kv.push_back({"quantization", "nf4"});
-  kv.push_back({"nf4_group", "64 values: fp16 absmax (rounded up) + 32 code bytes, even element in the high nibble"});
+  kv.push_back({"num_blocks", std::to_string(table_placement(layout, q).num_blocks())});
+  kv.push_back({"quantization", quantization_name(q)});
+  if (q == TableQuantization::kMxfp8)
+    kv.push_back({"mxfp8_block", "32 values: E8M0 scale byte 2^(floor(log2 absmax) - 8) + 32 E4M3 code bytes "
+                                 "(OCP MX v1.0, round to nearest even, saturating)"});
+  else
+    kv.push_back({"nf4_group", "64 values: fp16 absmax (rounded up) + 32 code bytes, even element in the high nibble"});
   return kv;
 }
 
 TableFileHeader write_table_file(const std::string& path, const MemoryLayout& layout, const RowSource& rows,
                                  const TableWriteOptions& opt) {
   const int64_t w = layout.width();
+  const bool mx = opt.quantization == TableQuantization::kMxfp8;
   std::vector<float> buf;
   return write_core(
       path, layout,
@@ -263,22 +332,47 @@ TableFileHeader write_table_file(const std::string& path, const MemoryLayout& la
         int64_t bad = -1;
 #pragma omp parallel for schedule(static) if (n * w > (1 << 16))
         for (int64_t i = 0; i < n; ++i) {
-          if (!nf4::quantize_row(buf.data() + i * w, w, dst[i])) {
+          const bool ok = mx ? mxfp8::quantize_row(buf.data() + i * w, w, dst[i])
+                             : nf4::quantize_row(buf.data() + i * w, w, dst[i]);
+          if (!ok) {
 #pragma omp critical
             bad = bad < 0 ? r0 + i : std::min(bad, r0 + i);
           }
         }
         if (bad >= 0)
           throw UserError(str("table file ", path, ": row ", bad,
-                              " holds a value that is not finite or beyond the fp16 range (65504); not written"));
+                              mx ? " holds a value that is not finite; not written"
+                                 : " holds a value that is not finite or beyond the fp16 range (65504); not written"));
       },
       opt);
 }
 
 TableFileHeader write_random_table_file(const std::string& path, const MemoryLayout& layout, uint64_t seed,
                                         const TableWriteOptions& opt) {
-  const int64_t groups = (layout.width() + nf4::kGroup - 1) / nf4::kGroup;
   const RngStream rng(seed, "eval.random_table");
+  if (opt.quantization == TableQuantization::kMxfp8) {
+    const int64_t w = layout.width(), blocks = (w + mxfp8::kBlock - 1) / mxfp8::kBlock;
+    return write_core(
+        path, layout,
+        [&](int64_t r0, int64_t n, uint8_t* const* dst) {
+#pragma omp parallel for schedule(static) if (n > 4096)
+          for (int64_t i = 0; i < n; ++i) {
+            for (int64_t k = 0; k < blocks; ++k) {
+              uint8_t* o = dst[i] + k * (mxfp8::kBlock + 1);
+              const int64_t len = std::min(mxfp8::kBlock, w - k * mxfp8::kBlock);
+              const uint64_t base = static_cast<uint64_t>((r0 + i) * blocks + k) * 5;
+              o[0] = static_cast<uint8_t>(112 + rng.at(base) % 3);  // 2^-15 .. 2^-13
+              for (int64_t j = 0; j < len; ++j) {
+                uint8_t c = static_cast<uint8_t>(rng.at(base + 1 + static_cast<uint64_t>(j / 8)) >> (8 * (j % 8)));
+                if ((c & 0x7F) == 0x7F) c ^= 1;  // no NaN codes: 0x7F -> 0x7E (+448)
+                o[1 + j] = c;
+              }
+            }
+          }
+        },
+        opt);
+  }
+  const int64_t groups = (layout.width() + nf4::kGroup - 1) / nf4::kGroup;
   return write_core(
       path, layout,
       [&](int64_t r0, int64_t n, uint8_t* const* dst) {
@@ -324,14 +418,21 @@ TableFileHeader TableFileReader::read_header(const std::string& path) {
     bad_file(path, str("truncated: ", size, " bytes, shorter than the ", kTableHeaderFields,
                        "-byte header at byte offset 0"));
   if (std::memcmp(b, kTableFileMagic, 8) != 0)
-    bad_file(path, "not a PageGram NF4 table file (magic at byte offset 0 is not \"PGNF4TBL\")");
+    bad_file(path, "not a PageGram table file (magic at byte offset 0 is not \"PGNF4TBL\")");
   TableFileHeader h;
   h.version = get32(b + kOffVersion);
-  if (h.version != kTableFileVersion)
-    bad_file(path, str("format version ", h.version, " at byte offset ", kOffVersion, "; this build reads version ",
-                       kTableFileVersion));
+  if (h.version != kTableFileVersionNf4 && h.version != kTableFileVersion)
+    bad_file(path, str("format version ", h.version, " at byte offset ", kOffVersion, "; this build reads versions ",
+                       kTableFileVersionNf4, " and ", kTableFileVersion));
   if (get64(b + kOffHeaderHash) != data::xxh64_bytes(b, kOffHeaderHash))
     bad_file(path, str("header checksum mismatch at byte offset ", kOffHeaderHash, " (the header is corrupted)"));
+  if (h.version >= 2) {
+    const uint32_t q = get32(b + kOffQuantization);
+    if (q != static_cast<uint32_t>(TableQuantization::kNf4) && q != static_cast<uint32_t>(TableQuantization::kMxfp8))
+      bad_file(path, str("unknown quantization code ", q, " at byte offset ", kOffQuantization,
+                         " (known: 0 = nf4, 1 = mxfp8)"));
+    h.quantization = static_cast<TableQuantization>(q);
+  }
   h.block_bytes = get32(b + kOffBlockBytes);
   h.header_blocks = get64(b + kOffHeaderBlocks);
   h.data_blocks = get64(b + kOffDataBlocks);
@@ -346,7 +447,7 @@ TableFileHeader TableFileReader::read_header(const std::string& path) {
   h.checksums_hash = get64(b + kOffChecksumsHash);
   // Internal consistency of the fixed fields (the header hash passed: these only fail for a foreign writer).
   if (h.block_bytes != kBlock) bad_file(path, str("block size ", h.block_bytes, " at byte offset ", kOffBlockBytes, ", expected 4096"));
-  if (h.row_bytes != static_cast<uint64_t>(nf4::row_bytes(static_cast<int64_t>(h.width))) || h.params != h.rows * h.width ||
+  if (h.row_bytes != static_cast<uint64_t>(quantized_row_bytes(h.quantization, static_cast<int64_t>(h.width))) || h.params != h.rows * h.width ||
       h.identity_offset != kBlock || h.checksum_offset != kBlock * (1 + ceil_blocks(h.identity_bytes)) ||
       h.header_blocks != 1 + ceil_blocks(h.identity_bytes) + ceil_blocks(8 * h.data_blocks) || h.data_blocks > (1ULL << 40))
     bad_file(path, "inconsistent header fields in bytes [0, 120) (not written by this format's writer)");
@@ -367,6 +468,9 @@ TableFileHeader TableFileReader::read_header(const std::string& path) {
     bad_file(path, str("truncated identity at byte offset ", h.identity_offset));
   if (data::xxh64(h.identity) != h.identity_hash)
     bad_file(path, str("identity checksum mismatch at byte offset ", h.identity_offset, " (corrupted)"));
+  if (const std::string q = h.identity_value("quantization"); q != quantization_name(h.quantization))
+    bad_file(path, str("the identity at byte offset ", h.identity_offset, " says quantization=", q, ", the header (version ",
+                       h.version, ") ", quantization_name(h.quantization), " (not written by this format's writer)"));
   h.checksums.resize(h.data_blocks);
   if (!pread_all(fd, h.checksums.data(), 8 * h.data_blocks, h.checksum_offset, path))
     bad_file(path, str("truncated checksum table at byte offset ", h.checksum_offset));
@@ -375,13 +479,18 @@ TableFileHeader TableFileReader::read_header(const std::string& path) {
   return h;
 }
 
-TableFileReader TableFileReader::open(const std::string& path, const MemoryLayout& layout) {
+TableFileReader TableFileReader::open(const std::string& path, const MemoryLayout& layout,
+                                      std::optional<TableQuantization> expect) {
   TableFileReader r;
   r.path_ = path;
   r.h_ = read_header(path);
-  r.layout_ = &layout;
+  if (expect && *expect != r.h_.quantization)
+    bad_file(path, str("quantization is ", quantization_name(r.h_.quantization),
+                       r.h_.version >= 2 ? str(" (header byte offset ", kOffQuantization, ")") : std::string(" (a version 1 file)"),
+                       ", expected ", quantization_name(*expect)));
+  r.place_ = table_placement(layout, r.h_.quantization);
   // Identity: every non-info key must be present with the same value, and no other non-info key.
-  const auto want = table_identity(layout);
+  const auto want = table_identity(layout, r.h_.quantization);
   const auto have = parse_identity(r.h_.identity);
   std::map<std::string, std::string> hv;
   for (const auto& [k, v] : have) hv[k] = v;
@@ -397,16 +506,16 @@ TableFileReader TableFileReader::open(const std::string& path, const MemoryLayou
     if (k.rfind("info.", 0) != 0 && std::none_of(want.begin(), want.end(), [&](const auto& p) { return p.first == k; }))
       bad_file(path, str("layout mismatch: the file has identity key '", k, "' (='", v, "') the requested layout lacks"));
   if (r.h_.rows != static_cast<uint64_t>(layout.rows()) || r.h_.width != static_cast<uint64_t>(layout.width()) ||
-      r.h_.data_blocks != static_cast<uint64_t>(layout.num_blocks()))
+      r.h_.data_blocks != static_cast<uint64_t>(r.place_.num_blocks()))
     bad_file(path, str("layout mismatch: header has ", r.h_.rows, " rows x ", r.h_.width, " in ", r.h_.data_blocks,
-                       " blocks, the layout ", layout.rows(), " x ", layout.width(), " in ", layout.num_blocks()));
+                       " blocks, the layout ", layout.rows(), " x ", layout.width(), " in ", r.place_.num_blocks()));
   r.fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (r.fd_ < 0) bad_file(path, str("cannot open: ", errno_text()));
   return r;
 }
 
 TableFileReader::TableFileReader(TableFileReader&& o) noexcept
-    : path_(std::move(o.path_)), fd_(o.fd_), layout_(o.layout_), h_(std::move(o.h_)) {
+    : path_(std::move(o.path_)), fd_(o.fd_), place_(o.place_), h_(std::move(o.h_)) {
   o.fd_ = -1;
 }
 TableFileReader& TableFileReader::operator=(TableFileReader&& o) noexcept {
@@ -414,7 +523,7 @@ TableFileReader& TableFileReader::operator=(TableFileReader&& o) noexcept {
     if (fd_ >= 0) ::close(fd_);
     path_ = std::move(o.path_);
     fd_ = o.fd_;
-    layout_ = o.layout_;
+    place_ = o.place_;
     h_ = std::move(o.h_);
     o.fd_ = -1;
   }
@@ -453,10 +562,13 @@ void TableFileReader::verify_all(bool progress) const {
 void TableFileReader::read_row(int64_t row, float* out) const {
   if (row < 0 || static_cast<uint64_t>(row) >= h_.rows)
     throw UserError(str("table file ", path_, ": row ", row, " outside its ", h_.rows, " rows"));
-  const BlockLocation loc = layout_->block_of(row);
+  const BlockLocation loc = place_.block_of(row);
   std::vector<uint8_t> buf(static_cast<size_t>(loc.blocks) * kBlock);
   for (int64_t i = 0; i < loc.blocks; ++i) read_block(loc.block + i, buf.data() + i * kBlockBytes);
-  nf4::dequantize_row(buf.data() + loc.offset, static_cast<int64_t>(h_.width), out);
+  if (h_.quantization == TableQuantization::kMxfp8)
+    mxfp8::dequantize_row(buf.data() + loc.offset, static_cast<int64_t>(h_.width), out);
+  else
+    nf4::dequantize_row(buf.data() + loc.offset, static_cast<int64_t>(h_.width), out);
 }
 
 }  // namespace pg

@@ -5,13 +5,19 @@
 
 #include <cmath>
 #include <filesystem>
+#include <cstring>
 #include <fstream>
+#include <limits>
+#include <tuple>
 
 #include "core/rng.h"
+#include "data/hash.h"
+#include "storage/mxfp8.h"
 #include "storage/nf4.h"
 #include "storage/table_file.h"
 #include "memory/layout.h"
 #include "memory/pagegram_layout.h"
+#include "tests/test_util.h"
 
 namespace pg {
 namespace {
@@ -219,7 +225,7 @@ TEST(TableFile, RefusesTruncatedCorruptedAndMismatched) {
   expect_io_error([&] { TableFileReader::open(copy, *L); }, {"checksum table"});
   reset();
   patch(0, 0x01);
-  expect_io_error([&] { TableFileReader::open(copy, *L); }, {"not a PageGram NF4 table file"});
+  expect_io_error([&] { TableFileReader::open(copy, *L); }, {"not a PageGram table file"});
 
   // Mismatched layouts: other slots, other hash seed, other layout.
   expect_io_error([&] { TableFileReader::open(path, *layout("pagegram", 3000000, 8)); }, {"layout mismatch"});
@@ -263,6 +269,222 @@ TEST(TableFile, RefusesUnquantizableRows) {
   EXPECT_FALSE(std::filesystem::exists(path));
   for (const auto& f : std::filesystem::directory_iterator(std::filesystem::temp_directory_path()))
     EXPECT_EQ(f.path().string().find(path + ".tmp"), std::string::npos) << "staged file left behind";
+}
+
+// ---- MXFP8 table files (issue 16).
+
+TEST(TableFile, PlacementRuleReproducesBlockOfForNf4) {
+  // The storage-side placement rule, given NF4's row bytes, is MemoryLayout::block_of (memory/) row for row; MXFP8
+  // uses the same rule with its own row bytes.
+  for (auto [name, params, slots] : {std::tuple{"flat", 3000000, 4}, std::tuple{"engram", 3000000, 4},
+                                     std::tuple{"pagegram", 3000000, 4}, std::tuple{"pagegram", 3000000, 15},
+                                     std::tuple{"pagegram", 5000000, 60}}) {
+    SCOPED_TRACE(str(name, " S=", slots));
+    auto L = layout(name, params, slots);
+    const TablePlacement nf = table_placement(*L, TableQuantization::kNf4);
+    EXPECT_EQ(nf.row_bytes, L->nf4_bytes_per_row());
+    EXPECT_EQ(nf.num_blocks(), L->num_blocks());
+    for (int64_t r = 0; r < L->rows(); r += 1 + r % 13) {
+      const BlockLocation a = L->block_of(r), b = place_row(nf.unit_rows, nf.row_bytes, r);
+      ASSERT_EQ(a.block, b.block) << r;
+      ASSERT_EQ(a.offset, b.offset) << r;
+      ASSERT_EQ(a.blocks, b.blocks) << r;
+    }
+  }
+  // Hand-computed MXFP8 placements (width 64: 66 bytes per row).
+  auto E = layout("engram", 3000000);
+  const TablePlacement e = table_placement(*E, TableQuantization::kMxfp8);
+  EXPECT_EQ(e.row_bytes, 66);
+  EXPECT_EQ(e.unit_rows, 1);
+  EXPECT_EQ(e.block_of(61).block, 0);  // 62 rows per block
+  EXPECT_EQ(e.block_of(61).offset, 61 * 66);
+  EXPECT_EQ(e.block_of(62).block, 1);
+  EXPECT_EQ(e.block_of(62).offset, 0);
+  EXPECT_EQ(e.num_blocks(), (E->rows() + 61) / 62);
+  auto P4 = layout("pagegram", 3000000, 4);  // page: 8 heads x 4 slots x 66 B = 2112 B, one page per block
+  const TablePlacement p4 = table_placement(*P4, TableQuantization::kMxfp8);
+  EXPECT_EQ(p4.unit_rows, 32);
+  EXPECT_EQ(p4.block_of(31).block, 0);
+  EXPECT_EQ(p4.block_of(31).offset, 31 * 66);
+  EXPECT_EQ(p4.block_of(32).block, 1);
+  EXPECT_EQ(p4.block_of(32).offset, 0);
+  auto P15 = layout("pagegram", 3000000, 15);  // page: 120 x 66 = 7920 B, spans two blocks
+  const TablePlacement p15 = table_placement(*P15, TableQuantization::kMxfp8);
+  EXPECT_EQ(p15.block_of(119).block, 0);
+  EXPECT_EQ(p15.block_of(119).blocks, 2);
+  EXPECT_EQ(p15.block_of(119).offset, 119 * 66);
+  EXPECT_EQ(p15.block_of(120).block, 2);
+  EXPECT_EQ(p15.num_blocks(), 2 * P15->rows() / 120);
+}
+
+TEST(TableFile, Mxfp8RoundTripEveryLayout) {
+  struct Case {
+    const char* name;
+    int64_t params, slots;
+  };
+  for (const Case& c : {Case{"flat", 3000000, 4}, Case{"engram", 3000000, 4}, Case{"pagegram", 3000000, 4},
+                        Case{"pagegram", 3000000, 15}, Case{"pagegram", 5000000, 60}}) {
+    SCOPED_TRACE(str(c.name, " S=", c.slots));
+    auto L = layout(c.name, c.params, c.slots);
+    const std::string path = temp_path("mx.pgt");
+    const int64_t w = L->width();
+    TableWriteOptions opt{{{"source", "test"}}, false};
+    opt.quantization = TableQuantization::kMxfp8;
+    const TableFileHeader h = write_table_file(path, *L, test_rows(w), opt);
+    EXPECT_EQ(h.version, 2u);
+    EXPECT_EQ(h.quantization, TableQuantization::kMxfp8);
+    EXPECT_EQ(h.row_bytes, static_cast<uint64_t>(w + (w + 31) / 32));
+    EXPECT_EQ(std::filesystem::file_size(path), h.file_bytes());
+    EXPECT_EQ(h.data_blocks, static_cast<uint64_t>(table_placement(*L, TableQuantization::kMxfp8).num_blocks()));
+    EXPECT_GT(h.data_blocks, static_cast<uint64_t>(L->num_blocks()));  // 8-bit codes: more blocks than NF4
+    {  // the header's code at byte offset 104 (version 2)
+      std::ifstream f(path, std::ios::binary);
+      uint32_t v = 0, q = 0;
+      f.seekg(8);
+      f.read(reinterpret_cast<char*>(&v), 4);
+      f.seekg(104);
+      f.read(reinterpret_cast<char*>(&q), 4);
+      EXPECT_EQ(v, 2u);
+      EXPECT_EQ(q, 1u);
+    }
+    TableFileReader r = TableFileReader::open(path, *L);
+    EXPECT_EQ(r.header().quantization, TableQuantization::kMxfp8);
+    EXPECT_EQ(r.header().identity_value("quantization"), "mxfp8");
+    EXPECT_NE(r.header().identity_value("mxfp8_block"), "");
+    EXPECT_EQ(r.header().identity_value("nf4_group"), "");
+    EXPECT_EQ(r.header().identity_value("info.source"), "test");
+    r.verify_all();
+    EXPECT_NO_THROW(TableFileReader::open(path, *L, TableQuantization::kMxfp8));
+    expect_io_error([&] { TableFileReader::open(path, *L, TableQuantization::kNf4); },
+                    {path, "quantization is mxfp8", "byte offset 104", "expected nf4"});
+    std::vector<float> src(static_cast<size_t>(w)), got(static_cast<size_t>(w)), nf(static_cast<size_t>(w));
+    int64_t inexact = 0, step = std::max<int64_t>(1, L->rows() / 997);
+    if (step % 7 == 0) ++step;  // not only the zero rows (every 7th)
+    for (int64_t row = 0; row < L->rows(); row += step) {
+      test_rows(w)(row, 1, src.data());
+      nf = src;
+      mxfp8::round_trip_table(src.data(), 1, w);
+      round_trip_table(TableQuantization::kNf4, nf.data(), 1, w);
+      r.read_row(row, got.data());
+      ASSERT_EQ(got, src) << "row " << row;
+      inexact += got != nf;  // the MXFP8 values, not NF4's
+      if (row % 7 == 0) {
+        for (float v : got) ASSERT_EQ(v, 0.0f);
+      }
+    }
+    EXPECT_GT(inexact, 0);
+    std::filesystem::remove(path);
+  }
+}
+
+TEST(TableFile, Nf4FilesAreStillVersion1AndReadTheSame) {
+  auto L = layout("pagegram", 3000000, 4);
+  const std::string path = temp_path("v1.pgt");
+  const TableFileHeader h = write_table_file(path, *L, test_rows(L->width()), {{{"source", "test"}}, false});
+  EXPECT_EQ(h.version, 1u);
+  EXPECT_EQ(h.quantization, TableQuantization::kNf4);
+  {  // bytes [104, 120) stay zero in a version 1 file
+    std::ifstream f(path, std::ios::binary);
+    char b[16];
+    f.seekg(104);
+    f.read(b, 16);
+    for (char c : b) EXPECT_EQ(c, 0);
+  }
+  // The identity has no key a version 1 reader would not know.
+  const TableFileReader r = TableFileReader::open(path, *L, TableQuantization::kNf4);
+  EXPECT_EQ(r.header().identity_value("quantization"), "nf4");
+  EXPECT_EQ(r.header().identity_value("mxfp8_block"), "");
+  EXPECT_EQ(h.identity, r.header().identity);
+  expect_io_error([&] { TableFileReader::open(path, *L, TableQuantization::kMxfp8); },
+                  {"quantization is nf4 (a version 1 file), expected mxfp8"});
+  // The whole file, byte for byte, is what the writer before MXFP8 wrote for the same rows (the digest of the file
+  // written by commit 933e88f's storage/ library).
+  EXPECT_EQ(data::hash_file(path), 0xfd15d96da16972a0ULL) << std::hex << data::hash_file(path);
+  std::filesystem::remove(path);
+}
+
+TEST(TableFile, RefusesInconsistentQuantization) {
+  auto L = layout("engram", 2000000);
+  const std::string path = temp_path("mxbad.pgt");
+  TableWriteOptions opt;
+  opt.quantization = TableQuantization::kMxfp8;
+  const TableFileHeader h = write_table_file(path, *L, test_rows(L->width()), opt);
+  const std::string copy = temp_path("mxbad_copy.pgt");
+  // Rewrites header field [off, off + 4) and the header checksum, as a foreign writer would.
+  auto with_field = [&](uint64_t off, uint32_t v) {
+    std::filesystem::copy_file(path, copy, std::filesystem::copy_options::overwrite_existing);
+    std::fstream f(copy, std::ios::in | std::ios::out | std::ios::binary);
+    char hb[128];
+    f.read(hb, 128);
+    std::memcpy(hb + off, &v, 4);
+    const uint64_t hh = data::xxh64_bytes(hb, 120);
+    std::memcpy(hb + 120, &hh, 8);
+    f.seekp(0);
+    f.write(hb, 128);
+  };
+  with_field(104, 7);
+  expect_io_error([&] { TableFileReader::open(copy, *L); }, {"unknown quantization code 7", "byte offset 104"});
+  with_field(104, 0);  // says NF4: the row bytes (66) are not NF4's (34)
+  expect_io_error([&] { TableFileReader::open(copy, *L); }, {"inconsistent header fields"});
+  with_field(8, 1);  // version 1 implies NF4, same
+  expect_io_error([&] { TableFileReader::open(copy, *L); }, {"inconsistent header fields"});
+  with_field(8, 3);
+  expect_io_error([&] { TableFileReader::open(copy, *L); }, {"format version 3", "reads versions 1 and 2"});
+  // An NF4 file (version 1) with a version 2 header naming nf4 (code 0): consistent, and read as NF4.
+  const std::string nf = temp_path("nf.pgt");
+  write_table_file(nf, *L, test_rows(L->width()));
+  std::filesystem::copy_file(nf, path, std::filesystem::copy_options::overwrite_existing);
+  with_field(8, 2);
+  EXPECT_EQ(TableFileReader::open(copy, *L).header().quantization, TableQuantization::kNf4);
+  (void)h;
+  std::filesystem::remove(nf);
+  std::filesystem::remove(copy);
+  std::filesystem::remove(path);
+}
+
+TEST(TableFile, Mxfp8RandomFileAndRefusals) {
+  auto L = layout("engram", 2000000);
+  const std::string path = temp_path("mxrand.pgt");
+  TableWriteOptions opt;
+  opt.quantization = TableQuantization::kMxfp8;
+  write_random_table_file(path, *L, 5, opt);
+  TableFileReader r = TableFileReader::open(path, *L, TableQuantization::kMxfp8);
+  r.verify_all();
+  std::vector<float> row(64);
+  float amax = 0;
+  for (int64_t i : {int64_t{0}, int64_t{12345}, L->rows() - 1}) {
+    r.read_row(i, row.data());
+    for (float v : row) {
+      ASSERT_TRUE(std::isfinite(v));
+      amax = std::max(amax, std::fabs(v));
+    }
+  }
+  EXPECT_GT(amax, 0.005f);
+  EXPECT_LE(amax, 448.0f / 8192);
+  // A non-finite value is refused with its row, and nothing is left behind; a large finite one is fine.
+  const int64_t w = L->width();
+  try {
+    write_table_file(path, *L, [&](int64_t r0, int64_t n, float* out) {
+      for (int64_t i = 0; i < n * w; ++i) out[i] = (r0 + i / w == 23) ? -std::numeric_limits<float>::infinity() : 1e20f;
+    }, opt);
+    ADD_FAILURE() << "no error";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("row 23 holds a value that is not finite"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(std::filesystem::exists(path));  // the random file from before, untouched
+  for (const auto& f : std::filesystem::directory_iterator(std::filesystem::temp_directory_path()))
+    EXPECT_EQ(f.path().string().find(path + ".tmp"), std::string::npos) << "staged file left behind";
+  std::filesystem::remove(path);
+}
+
+TEST(TableFile, QuantizationNames) {
+  EXPECT_EQ(parse_quantization("nf4"), TableQuantization::kNf4);
+  EXPECT_EQ(parse_quantization("mxfp8"), TableQuantization::kMxfp8);
+  EXPECT_EQ(quantization_name(TableQuantization::kMxfp8), "mxfp8");
+  EXPECT_THROW(parse_quantization("fp8"), UserError);
+  EXPECT_EQ(quantized_row_bytes(TableQuantization::kNf4, 384), 204);
+  EXPECT_EQ(quantized_row_bytes(TableQuantization::kMxfp8, 384), 396);
+  EXPECT_EQ(quantized_row_bytes(TableQuantization::kMxfp8, 100), 104);
 }
 
 }  // namespace
