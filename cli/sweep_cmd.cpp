@@ -112,7 +112,8 @@ void register_sweep_commands(CLI::App& app) {
     static std::string spec_path;
     static SlurmOptions opt;
     CLI::App* c = sweep->add_subcommand("slurm", "write the runs' config.yaml files, <out_dir>/runs.txt and a Slurm "
-                                                 "job-array script (one array task per run)");
+                                                 "job-array script (one array task per run; --missing: only the "
+                                                 "unfinished runs)");
     c->add_option("SPEC", spec_path, "sweep file")->required();
     c->add_option("--out", opt.script, "job script to write (submit it with sbatch)")->required();
     c->add_option("--partition", opt.partition, "Slurm partition (default: the cluster's)");
@@ -120,13 +121,39 @@ void register_sweep_commands(CLI::App& app) {
     c->add_option("--cpus", opt.cpus, "CPUs per task (= train.threads)")->capture_default_str();
     c->add_option("--mem", opt.mem, "memory per task, e.g. 8G (default: not set)");
     c->add_option("--pagegram", opt.binary, "pagegram binary on the cluster (default: this one)");
+    c->add_flag("--missing", opt.missing, "array tasks only for the runs not finished (pending, partial, failed): "
+                                          "resubmits failed, cancelled or timed-out tasks; finished, diverged, "
+                                          "recorded and running runs are left out");
     c->callback([] {
       SweepSpec spec = load_sweep(spec_path);
       std::vector<SweepRun> runs = expand_sweep(spec);
-      write_slurm(spec, runs, opt);
+      const SlurmPlan plan = write_slurm(spec, runs, opt);
       const std::string out = std::filesystem::absolute(spec.out_dir()).lexically_normal().string();
-      std::printf("wrote %s (%zu array tasks), %s/runs.txt, %s/sweep.json and %zu config.yaml files\n",
-                  opt.script.c_str(), runs.size(), out.c_str(), out.c_str(), runs.size());
+      if (opt.missing) {
+        auto names = [](const std::vector<std::string>& v) {
+          std::string s;
+          for (size_t i = 0; i < v.size() && i < 8; ++i) s += (s.empty() ? "" : ", ") + v[i];
+          return v.size() > 8 ? s + ", ..." : s;
+        };
+        for (size_t k = 0; k < plan.tasks.size(); ++k)
+          std::printf("task %-4zu %-32s %s\n", plan.tasks[k], runs[plan.tasks[k]].name.c_str(), plan.why[k].c_str());
+        if (!plan.running.empty())
+          std::printf("left out %zu running (a task or runner holds them): %s\n", plan.running.size(),
+                      names(plan.running).c_str());
+        if (!plan.diverged.empty())
+          std::printf("left out %zu diverged (a result; delete the run directory to run it again): %s\n",
+                      plan.diverged.size(), names(plan.diverged).c_str());
+        if (!plan.script_written) {
+          std::printf("nothing to submit: %zu of %zu runs finished, %zu diverged, %zu running; %s not written\n",
+                      plan.finished.size(), runs.size(), plan.diverged.size(), plan.running.size(), opt.script.c_str());
+          return;
+        }
+        std::printf("wrote %s (%zu of %zu runs: array %s; %zu finished left out)\n", opt.script.c_str(),
+                    plan.tasks.size(), runs.size(), slurm_array_spec(plan.tasks).c_str(), plan.finished.size());
+      } else {
+        std::printf("wrote %s (%zu array tasks), %s/runs.txt, %s/sweep.json and %zu config.yaml files\n",
+                    opt.script.c_str(), runs.size(), out.c_str(), out.c_str(), runs.size());
+      }
       std::printf("submit: sbatch %s\n", opt.script.c_str());
     });
   }

@@ -1,5 +1,6 @@
 // Slurm job arrays of a sweep: every run's config.yaml, <out_dir>/runs.txt and a job script (one array task per
-// run; a task skips a finished run and resumes an interrupted one).
+// run; a task skips a finished run and resumes an interrupted one). With `missing` the array covers only the runs
+// that are not finished, so failed, cancelled or timed-out tasks are resubmitted alone.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -16,11 +17,29 @@ struct SlurmOptions {
   int64_t cpus = 2;            // --cpus-per-task = train.threads
   std::string binary;          // pagegram on the cluster; empty: this executable
   std::string mem;             // --mem (empty: not set)
+  bool missing = false;        // array tasks only for the runs not finished, diverged, recorded or running
 };
-// The Slurm job-array script text (one task per line of runs_txt).
-std::string slurm_script(const SweepSpec& spec, size_t n_runs, const std::string& runs_txt,
+
+// Slurm's --array value for ascending task ids: runs of consecutive ids as ranges ("0-3,5,8-9").
+std::string slurm_array_spec(const std::vector<size_t>& tasks);
+// The Slurm job-array script text: task i runs line i+1 of runs_txt; the array holds `tasks` (ids into runs_txt).
+std::string slurm_script(const SweepSpec& spec, const std::vector<size_t>& tasks, const std::string& runs_txt,
                          const SlurmOptions& opt);
-// Writes every run's config.yaml, <out_dir>/runs.txt (absolute run dirs, one per line), the manifest and the script.
-void write_slurm(const SweepSpec& spec, const std::vector<SweepRun>& runs, const SlurmOptions& opt);
+// The same for every run (tasks 0..n_runs-1).
+std::string slurm_script(const SweepSpec& spec, size_t n_runs, const std::string& runs_txt, const SlurmOptions& opt);
+
+// What write_slurm did: the array's task ids and, with `missing`, the runs it left out and why.
+struct SlurmPlan {
+  std::vector<size_t> tasks;                  // indices into runs (= lines of runs.txt - 1)
+  std::vector<std::string> finished;          // finished (or recorded) runs left out
+  std::vector<std::string> diverged;          // diverged runs left out (divergence is deterministic: a result)
+  std::vector<std::string> running;           // runs held by a live task or runner, left out
+  std::vector<std::string> why;               // with `missing`, per task: "pending", "partial" or "failed: <its
+                                              // failed.txt>", and "; resumes from its checkpoint at step 12/40"
+  bool script_written = false;                // false when `missing` found nothing to submit
+};
+// Writes every run's config.yaml, <out_dir>/runs.txt (absolute run dirs, one per line, always every run, so task i
+// is run i in every submission), the manifest and the script (not when `missing` leaves no task).
+SlurmPlan write_slurm(const SweepSpec& spec, const std::vector<SweepRun>& runs, const SlurmOptions& opt);
 
 }  // namespace pg
