@@ -17,6 +17,7 @@
 #include "core/timer.h"
 #include "data/hash.h"
 #include "storage/eval_stream.h"
+#include "storage/mxfp8.h"
 #include "storage/nf4.h"
 #include "storage/table_file.h"
 
@@ -31,10 +32,8 @@ constexpr int64_t kBlock = 4096;
 
 // Row decoding of a table file's quantization.
 using RowDecoder = void (*)(const uint8_t* in, int64_t width, float* out);
-RowDecoder decoder_of(const TableFileHeader& h, const std::string& path) {
-  const std::string q = h.identity_value("quantization");
-  if (q == "nf4") return nf4::dequantize_row;
-  throw IoError(str("table file ", path, ": quantization '", q, "' is not supported by this build's table sources"));
+RowDecoder decoder_of(const TableFileHeader& h) {
+  return h.quantization == TableQuantization::kMxfp8 ? mxfp8::dequantize_row : nf4::dequantize_row;
 }
 
 // The accesses of one fetch, as the simulator counts them: per position, the distinct blocks of its rows in head
@@ -43,7 +42,7 @@ struct FetchPlan {
   std::vector<uint32_t> accesses;   // block ids, position by position
   std::vector<int64_t> unique_rows;  // sorted
   std::vector<int32_t> entry_row;    // [a.n * heads]: index into unique_rows
-  void build(const MemoryLayout& layout, const Addresses& a, bool blocks) {
+  void build(const TablePlacement& place, const Addresses& a, bool blocks) {
     const int64_t E = a.n * a.heads;
     unique_rows.assign(a.rows.begin(), a.rows.begin() + E);
     std::sort(unique_rows.begin(), unique_rows.end());
@@ -57,7 +56,7 @@ struct FetchPlan {
     for (int64_t i = 0; i < a.n; ++i) {
       const size_t first = accesses.size();
       for (int64_t h = 0; h < a.heads; ++h) {
-        const BlockLocation loc = layout.block_of(a.row_ptr(i)[h]);
+        const BlockLocation loc = place.block_of(a.row_ptr(i)[h]);
         for (int64_t k = 0; k < loc.blocks; ++k) {
           const uint32_t b = static_cast<uint32_t>(loc.block + k);
           if (std::find(accesses.begin() + static_cast<std::ptrdiff_t>(first), accesses.end(), b) == accesses.end())
@@ -99,7 +98,8 @@ class MmapSource final : public TableSource {
       : path_(path), layout_(layout), warm_(warm) {
     TableFileReader r = TableFileReader::open(path, layout);  // validates everything but the data blocks
     h_ = r.header();
-    decode_ = decoder_of(h_, path);
+    decode_ = decoder_of(h_);
+    place_ = table_placement(layout, h_.quantization);
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) throw IoError(str("table file ", path, ": cannot open: ", std::strerror(errno)));
     bytes_ = h_.file_bytes();
@@ -124,11 +124,11 @@ class MmapSource final : public TableSource {
   }
   ~MmapSource() override { ::munmap(const_cast<uint8_t*>(base_), bytes_); }
   std::string describe() const override {
-    return str("mmap ", path_, warm_ ? str(" (warmed in ", warm_seconds_, " s)") : std::string(" (cold, page faults)"));
+    return str("mmap ", path_, " (", quantization_name(h_.quantization), ")", warm_ ? str(" (warmed in ", warm_seconds_, " s)") : std::string(" (cold, page faults)"));
   }
   void fetch(const Addresses& a, float* out) override {
     const int64_t W = layout_.width();
-    plan_.build(layout_, a, true);
+    plan_.build(place_, a, true);
     const Timer t;
     for (uint32_t b : plan_.accesses) {
       ++stats_.block_accesses;
@@ -141,7 +141,7 @@ class MmapSource final : public TableSource {
     }
     decoded_.resize(plan_.unique_rows.size() * static_cast<size_t>(W));
     for (size_t u = 0; u < plan_.unique_rows.size(); ++u) {
-      const BlockLocation loc = layout_.block_of(plan_.unique_rows[u]);
+      const BlockLocation loc = place_.block_of(plan_.unique_rows[u]);
       decode_(data_ + static_cast<uint64_t>(loc.block) * kBlock + static_cast<uint64_t>(loc.offset), W,
               decoded_.data() + static_cast<int64_t>(u) * W);
     }
@@ -157,6 +157,7 @@ class MmapSource final : public TableSource {
   bool warm_;
   double warm_seconds_ = 0;
   TableFileHeader h_;
+  TablePlacement place_;
   RowDecoder decode_ = nullptr;
   const uint8_t* base_ = nullptr;
   const uint8_t* data_ = nullptr;
@@ -241,7 +242,8 @@ class DirectSource final : public TableSource {
     if (depth < 1 || depth > 4096) throw UserError(str("table source direct: reads in flight must be in [1, 4096], got ", depth));
     TableFileReader r = TableFileReader::open(path, layout);
     h_ = r.header();
-    decode_ = decoder_of(h_, path);
+    decode_ = decoder_of(h_);
+    place_ = table_placement(layout, h_.quantization);
     fd_ = ::open(path.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC);
     if (fd_ < 0)
       throw IoError(str("table file ", path, ": cannot open with O_DIRECT: ", std::strerror(errno),
@@ -262,13 +264,13 @@ class DirectSource final : public TableSource {
 #endif
   }
   std::string describe() const override {
-    return str("direct ", path_, " (O_DIRECT, io_uring depth ", depth_, ", LRU cache ",
+    return str("direct ", path_, " (", quantization_name(h_.quantization), ", O_DIRECT, io_uring depth ", depth_, ", LRU cache ",
                lru_.capacity() == 0 ? std::string("none") : format_bytes(lru_.capacity() * kBlock), ")");
   }
 
   void fetch(const Addresses& a, float* out) override {
     const int64_t W = layout_.width();
-    plan_.build(layout_, a, true);
+    plan_.build(place_, a, true);
     // Where each distinct block of this fetch lives: a cache slot, or a per-fetch buffer (no cache, or more
     // distinct blocks than the cache holds). Misses are read in one batch below.
     local_.clear();
@@ -315,7 +317,7 @@ class DirectSource final : public TableSource {
     decoded_.resize(plan_.unique_rows.size() * static_cast<size_t>(W));
     std::vector<uint8_t> span_buf;
     for (size_t u = 0; u < plan_.unique_rows.size(); ++u) {
-      const BlockLocation loc = layout_.block_of(plan_.unique_rows[u]);
+      const BlockLocation loc = place_.block_of(plan_.unique_rows[u]);
       const uint8_t* src;
       if (loc.blocks == 1) {
         src = block_ptr(static_cast<uint32_t>(loc.block)) + loc.offset;
@@ -386,6 +388,7 @@ class DirectSource final : public TableSource {
   const MemoryLayout& layout_;
   int depth_;
   TableFileHeader h_;
+  TablePlacement place_;
   RowDecoder decode_ = nullptr;
   int fd_ = -1;
 #ifdef PG_HAVE_URING

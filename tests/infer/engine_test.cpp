@@ -48,11 +48,13 @@ class EngineTest : public ::testing::Test {
   static void TearDownTestSuite() { fs::remove_all(dir_); }
   static std::string ckpt(const std::string& layout) { return (dir_ / layout / "checkpoint.h5").string(); }
   // The checkpoint's table exported as NF4 (the file every disk source reads).
-  static std::string table(const std::string& layout) {
-    const std::string p = (dir_ / (layout + ".pgt")).string();
+  static std::string table(const std::string& layout, TableQuantization q = TableQuantization::kNf4) {
+    const std::string p = (dir_ / (layout + "." + quantization_name(q) + ".pgt")).string();
     if (!fs::exists(p)) {
       TrainedModel tm = load_trained_model(ckpt(layout), {.open_data = false, .table_ready = true});
-      export_table_file(p, tm.mem()->table().layout(), tm.mem()->table().values().data(), "zero", 0, {});
+      TableWriteOptions o;
+      o.quantization = q;
+      export_table_file(p, tm.mem()->table().layout(), tm.mem()->table().values().data(), "zero", 0, o);
     }
     return p;
   }
@@ -134,6 +136,32 @@ TEST_F(EngineTest, EverySourceGivesTheSameTokensForTheSameTableAndAnyThreadCount
   for (size_t v = 0; v < a[0].size(); ++v) diff = std::max(diff, std::abs(double(a[0][v]) - b[0][v]));
   EXPECT_GT(diff, 0.0);
   EXPECT_LT(diff, 0.5);
+}
+
+TEST_F(EngineTest, AnMxfp8TableServesLikeNf4FromEverySource) {
+  const std::vector<int32_t> p = prompt(7, 21);
+  std::vector<std::vector<int32_t>> got;
+  std::vector<std::vector<float>> first;
+  for (const std::string mode : {"mmap", "direct"}) {
+    EngineOptions o;
+    o.checkpoint = ckpt("engram");
+    o.table = table("engram", TableQuantization::kMxfp8);
+    o.table_mode = mode;
+    o.progress = false;
+    std::unique_ptr<Engine> e = open_engine(o);
+    EXPECT_NE(e->source()->describe().find("mxfp8"), std::string::npos);
+    std::vector<std::vector<float>> l;
+    got.push_back(greedy(*e, p, 8, &l));
+    first.push_back(l[0]);
+  }
+  EXPECT_EQ(got[0], got[1]);
+  EXPECT_EQ(0, std::memcmp(first[0].data(), first[1].data(), first[0].size() * sizeof(float)));
+  std::unique_ptr<Engine> nf4 = engine("engram", "mmap");
+  std::vector<std::vector<float>> l;
+  greedy(*nf4, p, 1, &l);
+  double diff = 0;
+  for (size_t v = 0; v < l[0].size(); ++v) diff = std::max(diff, std::abs(double(l[0][v]) - first[0][v]));
+  EXPECT_GT(diff, 0.0);  // another quantization: other values
 }
 
 TEST_F(EngineTest, ReadsPerTokenEqualTheFlashSimulatorOnTheSameStream) {
