@@ -6,9 +6,11 @@
 
 #include "cli/commands.h"
 #include "core/error.h"
+#include "core/kernels.h"
 #include "core/text.h"
 #include "core/threads.h"
 #include "core/timer.h"
+#include "infer/bench.h"
 #include "infer/serve.h"
 #include "storage/eval_stream.h"
 
@@ -98,6 +100,33 @@ void register_infer_commands(CLI::App& app) {
       std::fprintf(stderr, "serving %s (%s); one request per line, 'quit' to stop\n", o.checkpoint.c_str(),
                    e->source() ? e->source()->describe().c_str() : "no memory table");
       serve(*e, std::cin, std::cout);
+    });
+  }
+  {
+    static GenBenchConfig g;
+    static int64_t threads = 0;
+    g.table_dir = "runs/bench_generate";
+    CLI::App* bench = app.get_subcommand("bench");
+    CLI::App* c = bench->add_subcommand("generate", "generation speed with the table in RAM, on disk cold and behind a "
+                                                    "page cache, several models side by side (infer/bench.h)");
+    c->add_option("--checkpoint", g.checkpoints, "trained model (repeatable); its table is exported as NF4 into --table-dir");
+    c->add_option("--config", g.configs, "or an experiment config (repeatable): random model and random NF4 table");
+    c->add_option("--set", g.config_sets, "override a key of every --config (repeatable)");
+    c->add_option("--table-dir", g.table_dir, "where the table files go (on a disk: O_DIRECT needs one)")->capture_default_str();
+    c->add_option("--source", g.sources, "table sources: ram, mmap, direct:<cache> (e.g. direct:0, direct:1GiB)")
+        ->delimiter(',')
+        ->capture_default_str();
+    c->add_option("--prompt-tokens", g.prompt_tokens, "prompt length")->capture_default_str();
+    c->add_option("--decode-tokens", g.decode_tokens, "decode steps of one session")->capture_default_str();
+    c->add_option("--sessions", g.sessions, "sessions decoded as one batch")->capture_default_str();
+    c->add_option("--batch-steps", g.batch_steps, "decode steps of the batch")->capture_default_str();
+    c->add_option("--seed", g.seed, "sampling and prompt seed")->capture_default_str();
+    c->add_option("--threads", threads, "threads (0 = all allowed CPUs, pinned)")->check(CLI::Range(int64_t{0}, int64_t{1024}));
+    c->callback([] {
+      setup_threads(static_cast<int>(threads));
+      const GenBenchResult r = run_generate_bench(g);
+      std::printf("bench generate: %d threads, kernels %s on %s\n%s", r.threads, kern::active_name(),
+                  isa::cpu_description().c_str(), format_generate_bench(r).c_str());
     });
   }
 }

@@ -1,0 +1,211 @@
+// Implementation of infer/bench.h.
+#include "infer/bench.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+
+#include "core/error.h"
+#include "core/rng.h"
+#include "core/text.h"
+#include "core/threads.h"
+#include "core/timer.h"
+#include "infer/engine.h"
+#include "storage/eval_stream.h"
+#include "storage/export.h"
+#include "storage/table_file.h"
+
+namespace pg {
+namespace {
+
+double percentile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t i = std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5));
+  return v[i];
+}
+
+struct Model {
+  std::string name, layout;
+  std::string checkpoint;  // or
+  ExperimentConfig cfg;
+  std::string table;  // NF4 file
+};
+
+TrainedModel build(const Model& m) {
+  if (!m.checkpoint.empty()) {
+    TrainedModel tm = load_trained_model(m.checkpoint, {.open_data = false, .table_ready = true, .micro_batch = 1});
+    try {
+      tm.data = std::make_unique<data::DataSet>(data::open_dataset(tm.cfg().data, tm.cfg().tokenizer));
+    } catch (const UserError&) {
+    }
+    return tm;
+  }
+  TrainedModel tm;
+  tm.session = std::make_unique<Session>(m.cfg, SessionOptions{.optimizer = false, .micro_batch = 1});
+  return tm;
+}
+
+}  // namespace
+
+GenBenchResult run_generate_bench(const GenBenchConfig& cfg) {
+  if (cfg.checkpoints.empty() && cfg.configs.empty()) throw UserError("bench generate: give --checkpoint or --config (repeatable)");
+  if (cfg.prompt_tokens < 1 || cfg.decode_tokens < 1 || cfg.sessions < 1 || cfg.batch_steps < 1)
+    throw UserError("bench generate: prompt tokens, decode tokens, sessions and steps must be >= 1");
+  std::filesystem::create_directories(cfg.table_dir);
+  std::vector<Model> models;
+  for (const std::string& c : cfg.checkpoints) {
+    Model m;
+    m.checkpoint = c;
+    m.cfg = checkpoint_config(c);
+    const std::filesystem::path cp(c);  // the run directory's name (runs/<sweep>/<run>-<hash>/checkpoint.h5)
+    m.name = cp.has_parent_path() && !cp.parent_path().filename().empty() ? cp.parent_path().filename().string() : m.cfg.name;
+    models.push_back(m);
+  }
+  for (const std::string& c : cfg.configs) {
+    Model m;
+    m.cfg = load_experiment(c, cfg.config_sets);
+    m.name = m.cfg.name;
+    models.push_back(m);
+  }
+  GenBenchResult res;
+  res.sessions = cfg.sessions;
+  res.threads = thread_count();
+  for (size_t i = 0; i < models.size(); ++i)  // unique names: table files and table rows are keyed by them
+    for (size_t j = 0; j < i; ++j)
+      if (models[j].name == models[i].name) models[i].name += str("#", i);
+  for (Model& m : models) {
+    m.layout = m.cfg.memory.layout == "pagegram" ? str("pagegram S=", m.cfg.memory.slots) : m.cfg.memory.layout;
+    const int64_t T = m.cfg.model.context;
+    if (cfg.prompt_tokens + cfg.decode_tokens > T)
+      throw UserError(str("bench generate: ", cfg.prompt_tokens, " prompt + ", cfg.decode_tokens, " decoded tokens pass ",
+                          m.name, "'s context of ", T, " (hint: fewer tokens)"));
+    for (const std::string& src : cfg.sources) {
+      TrainedModel tm = build(m);
+      const MemoryInjector* mem = tm.mem();
+      std::unique_ptr<TableSource> source;
+      if (src != "ram") {
+        if (!mem) continue;  // no table: only the RAM row
+        const MemoryLayout& L = mem->table().layout();
+        if (m.table.empty()) {
+          m.table = (std::filesystem::path(cfg.table_dir) / (m.name + ".nf4.pgt")).string();
+          TableWriteOptions wo;
+          wo.progress = cfg.progress;
+          if (!m.checkpoint.empty())
+            export_table_file(m.table, L, mem->table().values().data(), "zero", 0, wo);
+          else
+            write_random_table_file(m.table, L, cfg.seed, wo);
+        }
+        if (src == "mmap")
+          source = mmap_table_source(m.table, L, false);
+        else if (src.rfind("direct:", 0) == 0)
+          source = direct_table_source(m.table, L, parse_bytes(src.substr(7), "bench generate source " + src));
+        else
+          throw UserError(str("bench generate: source '", src, "': expected ram, mmap or direct:<cache bytes>"));
+      }
+      // Prompts: held-out tokens when the tokenizer data matches, else random ids.
+      const int64_t V = m.cfg.model.vocab, P = cfg.prompt_tokens, S = cfg.sessions;
+      std::vector<std::vector<int32_t>> prompts(static_cast<size_t>(S + 1), std::vector<int32_t>(static_cast<size_t>(P)));
+      if (tm.data && tm.data->tokenizer && tm.data->tokenizer->vocab_size() == V) {
+        const data::TestStream ts = tm.data->test_stream();
+        for (size_t i = 0; i < prompts.size(); ++i)
+          ts.copy((static_cast<uint64_t>(i) * 7919 * static_cast<uint64_t>(P)) % (ts.size() - static_cast<uint64_t>(P)),
+                  static_cast<uint64_t>(P), prompts[i].data());
+      } else {
+        RngStream r(cfg.seed, "bench.generate.prompts");
+        for (auto& p : prompts)
+          for (auto& t : p) t = static_cast<int32_t>(r.next_u64() % static_cast<uint64_t>(V));
+      }
+      Engine e(std::move(tm), std::move(source), std::max<int64_t>(P, S));
+      GenBenchRow row;
+      row.model = m.name;
+      row.layout = m.layout;
+      row.spec = src;
+      row.source = e.source() ? e.source()->describe() : std::string("no table");
+      if (src == "ram") row.source = mem ? "ram (fp32)" : "none";
+      if (cfg.progress) std::fprintf(stderr, "bench generate: %s, %s\n", m.name.c_str(), row.source.c_str());
+      const SamplingOptions so{1.0, 0, cfg.seed};  // full-vocabulary sampling: no repetition loops
+      // Prefill of one session, then its decode, one token per step.
+      e.reset_stats();
+      const int64_t s = e.open(so);
+      e.feed(s, prompts[0]);
+      row.prefill_tok_s = static_cast<double>(P) / std::max(e.stats().prefill_seconds, 1e-9);
+      if (e.source()) e.source()->reset_stats();
+      std::vector<double> lat;
+      const int64_t one[1] = {s};
+      for (int64_t i = 0; i < cfg.decode_tokens; ++i) {
+        const Timer t;
+        e.step(one);
+        lat.push_back(t.seconds());
+      }
+      double sum = 0;
+      for (double x : lat) sum += x;
+      row.decode1_tok_s = static_cast<double>(cfg.decode_tokens) / sum;
+      row.decode1_p50_ms = 1e3 * percentile(lat, 0.5);
+      row.decode1_p99_ms = 1e3 * percentile(lat, 0.99);
+      if (e.source()) row.decode1_reads = static_cast<double>(e.source()->stats().device_reads) / static_cast<double>(cfg.decode_tokens);
+      e.close(s);
+      // S sessions: each prefilled (untimed), then decoded together.
+      std::vector<int64_t> ids;
+      for (int64_t i = 0; i < S; ++i) {
+        ids.push_back(e.open({1.0, 0, cfg.seed + static_cast<uint64_t>(i) + 1}));
+        e.feed(ids.back(), prompts[static_cast<size_t>(i + 1)]);
+      }
+      if (e.source()) e.source()->reset_stats();
+      lat.clear();
+      for (int64_t i = 0; i < cfg.batch_steps; ++i) {
+        const Timer t;
+        e.step(ids);
+        lat.push_back(t.seconds());
+      }
+      sum = 0;
+      for (double x : lat) sum += x;
+      row.decodeN_tok_s = static_cast<double>(S * cfg.batch_steps) / sum;
+      row.decodeN_p50_ms = 1e3 * percentile(lat, 0.5);
+      row.decodeN_p99_ms = 1e3 * percentile(lat, 0.99);
+      if (e.source())
+        row.decodeN_reads = static_cast<double>(e.source()->stats().device_reads) / static_cast<double>(S * cfg.batch_steps);
+      res.rows.push_back(row);
+    }
+  }
+  return res;
+}
+
+std::string format_generate_bench(const GenBenchResult& r) {
+  std::string out = str("| model | layout | table | prefill tok/s | decode tok/s, 1 session | p50 / p99 ms | reads/token | "
+                        "decode tok/s, ", r.sessions, " sessions | p50 / p99 ms per step | reads/token |\n"
+                        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
+  char buf[512];
+  for (const GenBenchRow& w : r.rows) {
+    std::snprintf(buf, sizeof(buf), "| %s | %s | %s | %.0f | %.1f | %.2f / %.2f | %.2f | %.1f | %.1f / %.1f | %.2f |\n",
+                  w.model.c_str(), w.layout.c_str(), w.source.c_str(), w.prefill_tok_s, w.decode1_tok_s, w.decode1_p50_ms,
+                  w.decode1_p99_ms, w.decode1_reads, w.decodeN_tok_s, w.decodeN_p50_ms, w.decodeN_p99_ms, w.decodeN_reads);
+    out += buf;
+  }
+  // Ratios: each model's disk rows against its RAM row; PageGram against Engram-style per source.
+  std::map<std::string, const GenBenchRow*> ram;
+  for (const GenBenchRow& w : r.rows)
+    if (w.spec == "ram") ram[w.model] = &w;
+  out += "\n";
+  for (const GenBenchRow& w : r.rows) {
+    if (w.spec == "ram" || !ram.count(w.model)) continue;
+    std::snprintf(buf, sizeof(buf), "%s, %s: 1-session decode %.0f%% of RAM, %lld-session aggregate %.0f%% of RAM\n",
+                  w.model.c_str(), w.spec.c_str(), 100.0 * w.decode1_tok_s / ram[w.model]->decode1_tok_s,
+                  static_cast<long long>(r.sessions), 100.0 * w.decodeN_tok_s / ram[w.model]->decodeN_tok_s);
+    out += buf;
+  }
+  for (const GenBenchRow& p : r.rows) {
+    if (p.layout.rfind("pagegram", 0) != 0) continue;
+    for (const GenBenchRow& q : r.rows) {
+      if (q.layout != "engram" || q.spec != p.spec) continue;
+      std::snprintf(buf, sizeof(buf), "%s vs %s, %s: %lld-session aggregate decode %.2fx, 1-session %.2fx\n", p.model.c_str(),
+                    q.model.c_str(), p.spec.c_str(), static_cast<long long>(r.sessions),
+                    p.decodeN_tok_s / q.decodeN_tok_s, p.decode1_tok_s / q.decode1_tok_s);
+      out += buf;
+    }
+  }
+  return out;
+}
+
+}  // namespace pg

@@ -1,0 +1,49 @@
+// `pagegram bench generate`: prefill and decode speed of generation with the memory table in RAM, on disk cold
+// (O_DIRECT, no cache) and on disk behind an LRU page cache, for several models side by side in one run.
+//
+// Per model and table source: prefill tok/s (one session, prompts of prompt_tokens), decode tok/s of one session and
+// the aggregate of `sessions` sessions decoded as one batch, per-token latency p50/p99 (one decode step), and the
+// block reads per decoded token actually issued (storage/table_source.h counts them as the flash simulator does).
+// Models come from checkpoints or from configs (random initialization and a random table file: the work per token
+// is the same); prompts are held-out tokens when the model's tokenizer data is there, else random ids.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace pg {
+
+struct GenBenchConfig {
+  std::vector<std::string> checkpoints;  // trained models (their tables exported as NF4 into table_dir)
+  std::vector<std::string> configs;      // or experiment configs (random model, random NF4 table file)
+  std::vector<std::string> config_sets;  // --set overrides for every config
+  std::string table_dir;                 // where table files go (a disk: O_DIRECT needs one; not tmpfs)
+  std::vector<std::string> sources = {"ram", "direct:0", "direct:1GiB"};  // ram | mmap | direct:<cache>
+  int64_t prompt_tokens = 64;
+  int64_t decode_tokens = 32;  // decode steps of the one-session run
+  int64_t sessions = 64;
+  int64_t batch_steps = 8;     // decode steps of the many-session run
+  uint64_t seed = 0;
+  bool progress = true;
+};
+
+struct GenBenchRow {
+  std::string model, layout, source;
+  std::string spec;  // the source as given (ram, mmap, direct:<cache>)
+  double prefill_tok_s = 0;
+  double decode1_tok_s = 0, decode1_p50_ms = 0, decode1_p99_ms = 0, decode1_reads = 0;  // reads per token
+  double decodeN_tok_s = 0, decodeN_p50_ms = 0, decodeN_p99_ms = 0, decodeN_reads = 0;  // aggregate over sessions
+};
+
+struct GenBenchResult {
+  std::vector<GenBenchRow> rows;
+  int64_t sessions = 0;
+  int threads = 0;
+};
+
+GenBenchResult run_generate_bench(const GenBenchConfig& cfg);
+// A Markdown table of the rows, with the ratios the issue asks for (disk vs RAM per model; PageGram vs Engram-style
+// aggregate decode per source).
+std::string format_generate_bench(const GenBenchResult& r);
+
+}  // namespace pg
