@@ -4,13 +4,31 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <initializer_list>
 
 #include "core/error.h"
-#include "core/gemm.h"
+#include "core/kernels.h"
 #include "model/layers.h"
 
 namespace pg {
+namespace {
+// out[n, o] = [residual[n, o] +] <inp[n, :], W[o, :]> for n < N, o < OC (W [OC, C] as stored). Decoding is bound by
+// reading the weights: each weight row is read once for all N rows, blocks of outputs spread over the threads; every
+// element is one kern::vdot (the same bits for any thread count and ISA).
+void matmul_rows(float* out, const float* inp, const float* W, const float* residual, int64_t N, int64_t C, int64_t OC) {
+  const auto dot = kern::active().vdot;
+  constexpr int64_t kBlock = 64;
+  const int64_t nb = (OC + kBlock - 1) / kBlock;
+#pragma omp parallel for schedule(static)
+  for (int64_t b = 0; b < nb; ++b) {
+    const int64_t o1 = std::min(OC, (b + 1) * kBlock);
+    for (int64_t o = b * kBlock; o < o1; ++o) {
+      const float* w = W + o * C;
+      for (int64_t n = 0; n < N; ++n)
+        out[n * OC + o] = (residual ? residual[n * OC + o] : 0.0f) + dot(inp + n * C, w, C);
+    }
+  }
+}
+}  // namespace
 
 KvCache::KvCache(const ModelConfig& cfg)
     : L_(cfg.layers), cap_(cfg.context), C_(cfg.d_model),
@@ -29,17 +47,13 @@ void KvCache::copy_prefix(const KvCache& o, int64_t n) {
 Decoder::Decoder(Transformer& model, int64_t max_rows) : m_(model), max_rows_(max_rows) {
   PG_CHECK(max_rows >= 1);
   const ModelConfig& c = model.config();
-  const int64_t C = c.d_model, H = c.mlp_ratio * C, V = c.vocab, T = c.context, HD = c.head_dim();
+  const int64_t C = c.d_model, H = c.mlp_ratio * C, T = c.context, HD = c.head_dim();
   const auto n = [](int64_t x) { return static_cast<size_t>(x); };
   for (auto* b : {&x_, &ln_, &att_, &mid_, &lnf_}) b->resize(n(max_rows * C));
   qkv_.resize(n(max_rows * 3 * C));
   fc_.resize(n(max_rows * H));
   gelu_.resize(n(max_rows * H));
   rstd_.resize(n(max_rows));
-  int64_t pw = 0;
-  for (auto [K, N] : std::initializer_list<std::pair<int64_t, int64_t>>{{C, 3 * C}, {C, C}, {C, H}, {H, C}, {C, V}})
-    pw = std::max(pw, gemm::packed_b_floats(K, N));
-  pack_w_.resize(n(pw));
   rope_cos_.resize(n(T * (HD / 2)));
   rope_sin_.resize(n(T * (HD / 2)));
   layers::rope_tables(rope_cos_.data(), rope_sin_.data(), T, HD, c.rope_base);
@@ -78,7 +92,7 @@ void Decoder::forward(std::span<const int32_t> tokens, std::span<KvCache* const>
     const BlockViews<float>& w = P.blocks[static_cast<size_t>(l)];
     if (inj && inj->injects(l)) inj->inject_forward(l, x_.data(), N);
     rmsnorm_forward(ln_.data(), rstd_.data(), x_.data(), w.attn_norm, N, C, eps);
-    linear_forward(qkv_.data(), ln_.data(), w.w_qkv, static_cast<const float*>(nullptr), N, C, 3 * C, pack_w_.data());
+    matmul_rows(qkv_.data(), ln_.data(), w.w_qkv, nullptr, N, C, 3 * C);
     for (int64_t i = 0; i < N; ++i) {
       const int64_t p = pos_[static_cast<size_t>(i)];
       float* row = qkv_.data() + i * 3 * C;
@@ -116,11 +130,11 @@ void Decoder::forward(std::span<const int32_t> tokens, std::span<KvCache* const>
         }
       }
     }
-    linear_forward(mid_.data(), att_.data(), w.w_o, x_.data(), N, C, C, pack_w_.data());
+    matmul_rows(mid_.data(), att_.data(), w.w_o, x_.data(), N, C, C);
     rmsnorm_forward(ln_.data(), rstd_.data(), mid_.data(), w.mlp_norm, N, C, eps);
-    linear_forward(fc_.data(), ln_.data(), w.w_fc, static_cast<const float*>(nullptr), N, C, H, pack_w_.data());
+    matmul_rows(fc_.data(), ln_.data(), w.w_fc, nullptr, N, C, H);
     gelu_forward(gelu_.data(), fc_.data(), N, H);
-    linear_forward(x_.data(), gelu_.data(), w.w_proj, mid_.data(), N, H, C, pack_w_.data());
+    matmul_rows(x_.data(), gelu_.data(), w.w_proj, mid_.data(), N, H, C);
   }
   for (int64_t i = 0; i < N; ++i) {  // the rows are in the caches now
     KvCache& kv = *caches[static_cast<size_t>(i)];
@@ -138,7 +152,7 @@ void Decoder::forward(std::span<const int32_t> tokens, std::span<KvCache* const>
     src = mid_.data();
   }
   rmsnorm_forward(lnf_.data(), rstd_.data(), src, P.final_norm, rows, C, eps);
-  linear_forward(logits, lnf_.data(), P.lm_head, static_cast<const float*>(nullptr), rows, C, V, pack_w_.data());
+  matmul_rows(logits, lnf_.data(), P.lm_head, nullptr, rows, C, V);
 }
 
 }  // namespace pg

@@ -10,8 +10,9 @@
 // sits at position cache_i.length() + (earlier rows of the same cache). Positions are absolute within the cache,
 // at most config().context (the trained RoPE range): the caller starts a new cache past that (infer/engine.h).
 // Residual injection (the memory table) goes through the model's injector with N = rows, as in training: prepare it
-// for exactly these rows first. Linear layers, norms, RoPE and GELU are the training kernels, row for row; attention
-// of one query over its cache runs in the order of a plain loop. The logits equal a recomputation of the whole
+// for exactly these rows first. Norms, RoPE and GELU are the training kernels, row for row; linear layers are one
+// dot product per output (each weight row read once per forward: decoding is bound by reading the weights);
+// attention of one query over its cache runs in the order of a plain loop. The logits equal a recomputation of the whole
 // sequence up to float rounding (tests/model/decoder_test.cpp states the tolerance).
 #pragma once
 #include <cstdint>
@@ -54,7 +55,7 @@ class Decoder {
  private:
   Transformer& m_;
   int64_t max_rows_;
-  std::vector<float> x_, ln_, qkv_, att_, mid_, fc_, gelu_, rstd_, pack_w_, lnf_, rope_cos_, rope_sin_;
+  std::vector<float> x_, ln_, qkv_, att_, mid_, fc_, gelu_, rstd_, lnf_, rope_cos_, rope_sin_;
   std::vector<int64_t> pos_;
 };
 
