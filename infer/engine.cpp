@@ -179,22 +179,32 @@ int32_t Engine::sample(Sess& s) {
   const SamplingOptions& so = s.sampling;
   if (so.temperature == 0.0)
     return static_cast<int32_t>(std::max_element(lg.begin(), lg.end()) - lg.begin());
-  std::vector<int32_t> idx(static_cast<size_t>(V));
-  std::iota(idx.begin(), idx.end(), 0);
   const int64_t k = so.top_k > 0 ? std::min(so.top_k, V) : V;
+  if (k == V) {  // the whole vocabulary in id order: no sort
+    const double mx = *std::max_element(lg.begin(), lg.end());
+    p_.resize(static_cast<size_t>(V));
+    double sum = 0;
+    for (int64_t i = 0; i < V; ++i) sum += (p_[static_cast<size_t>(i)] = std::exp((lg[static_cast<size_t>(i)] - mx) / so.temperature));
+    double u = s.rng.uniform() * sum;
+    for (int64_t i = 0; i < V; ++i)
+      if ((u -= p_[static_cast<size_t>(i)]) < 0) return static_cast<int32_t>(i);
+    return static_cast<int32_t>(V - 1);
+  }
+  idx_.resize(static_cast<size_t>(V));
+  std::iota(idx_.begin(), idx_.end(), 0);
   // the k largest logits, ties to the lower id (a total order: the same choice on every machine)
   auto better = [&](int32_t a, int32_t b) { return lg[a] != lg[b] ? lg[a] > lg[b] : a < b; };
-  std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), better);
-  std::vector<double> p(static_cast<size_t>(k));
-  const double mx = lg[idx[0]];
+  std::partial_sort(idx_.begin(), idx_.begin() + k, idx_.end(), better);
+  p_.resize(static_cast<size_t>(k));
+  const double mx = lg[idx_[0]];
   double sum = 0;
-  for (int64_t i = 0; i < k; ++i) sum += (p[i] = std::exp((lg[idx[i]] - mx) / so.temperature));
+  for (int64_t i = 0; i < k; ++i) sum += (p_[i] = std::exp((lg[idx_[i]] - mx) / so.temperature));
   double u = s.rng.uniform() * sum;
   for (int64_t i = 0; i < k; ++i) {
-    u -= p[i];
-    if (u < 0) return idx[i];
+    u -= p_[i];
+    if (u < 0) return idx_[i];
   }
-  return idx[k - 1];
+  return idx_[k - 1];
 }
 
 std::vector<int32_t> Engine::step(std::span<const int64_t> ids) {

@@ -106,7 +106,8 @@ class Engine {
   EngineStats stats_;
   Addresses addr_, ident_;
   std::vector<float> rows_, u_, out_;
-  std::vector<int32_t> tok_;
+  std::vector<int32_t> tok_, idx_;
+  std::vector<double> p_;
   std::vector<KvCache*> caches_;
 };
 

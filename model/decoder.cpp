@@ -3,32 +3,42 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 
 #include "core/error.h"
-#include "core/kernels.h"
+#include "core/gemm.h"
 #include "model/layers.h"
 
 namespace pg {
 namespace {
-// out[n, o] = [residual[n, o] +] <inp[n, :], W[o, :]> for n < N, o < OC (W [OC, C] as stored). Decoding is bound by
-// reading the weights: each weight row is read once for all N rows, blocks of outputs spread over the threads; every
-// element is one kern::vdot (the same bits for any thread count and ISA).
-void matmul_rows(float* out, const float* inp, const float* W, const float* residual, int64_t N, int64_t C, int64_t OC) {
-  const auto dot = kern::active().vdot;
-  constexpr int64_t kBlock = 64;
-  const int64_t nb = (OC + kBlock - 1) / kBlock;
+constexpr int64_t kColBlock = 128;  // output columns per task (a multiple of gemm::kNr)
+
+// out[n, o] = [residual[n, o] +] <inp[n, :], W[o, :]> for n < N, o < OC, with W pre-packed (B = Wᵀ, K = C).
+// Tasks split the output columns, so a forward of 1 row or 64 uses every thread; every element is one sequential
+// FMA chain over k (core/gemm.h), the same bits as the training forward pass for any N, thread count and ISA.
+void matmul_rows(float* out, const float* inp, const gemm::BOperand<float>& w, const float* residual, int64_t N,
+                 int64_t C, int64_t OC) {
+  const int64_t ntask = (OC + kColBlock - 1) / kColBlock;
 #pragma omp parallel for schedule(static)
-  for (int64_t b = 0; b < nb; ++b) {
-    const int64_t o1 = std::min(OC, (b + 1) * kBlock);
-    for (int64_t o = b * kBlock; o < o1; ++o) {
-      const float* w = W + o * C;
+  for (int64_t t = 0; t < ntask; ++t) {
+    const int64_t o0 = t * kColBlock, no = std::min(kColBlock, OC - o0);
+    if (residual)
       for (int64_t n = 0; n < N; ++n)
-        out[n * OC + o] = (residual ? residual[n * OC + o] : 0.0f) + dot(inp + n * C, w, C);
-    }
+        std::memcpy(out + n * OC + o0, residual + n * OC + o0, static_cast<size_t>(no) * sizeof(float));
+    gemm::gemm_b(N, no, C, gemm::View{inp, C, 1}, w, 0, o0, out + o0, OC, residual != nullptr);
   }
 }
 }  // namespace
+
+Decoder::PackedWeight::PackedWeight(const float* W, int64_t OC, int64_t C) {
+  const size_t n = static_cast<size_t>(gemm::packed_b_floats(C, OC));
+  buf.reset(static_cast<float*>(std::aligned_alloc(64, (n * sizeof(float) + 63) / 64 * 64)));
+  PG_CHECK(buf != nullptr, "out of memory packing decoder weights");
+  op = gemm::make_b(buf.get(), gemm::View{W, 1, C}, C, OC);  // B(k = c, j = o) = W[o, c]
+#pragma omp parallel
+  gemm::pack_operand(op);
+}
 
 KvCache::KvCache(const ModelConfig& cfg)
     : L_(cfg.layers), cap_(cfg.context), C_(cfg.d_model),
@@ -57,6 +67,11 @@ Decoder::Decoder(Transformer& model, int64_t max_rows) : m_(model), max_rows_(ma
   rope_cos_.resize(n(T * (HD / 2)));
   rope_sin_.resize(n(T * (HD / 2)));
   layers::rope_tables(rope_cos_.data(), rope_sin_.data(), T, HD, c.rope_base);
+  const ModelViews<float>& P = model.weights();
+  for (const BlockViews<float>& w : P.blocks)
+    blocks_.push_back({PackedWeight(w.w_qkv, 3 * C, C), PackedWeight(w.w_o, C, C), PackedWeight(w.w_fc, H, C),
+                       PackedWeight(w.w_proj, C, H)});
+  lm_head_ = std::make_unique<PackedWeight>(P.lm_head, c.vocab, C);
 }
 
 void Decoder::forward(std::span<const int32_t> tokens, std::span<KvCache* const> caches, float* logits,
@@ -92,7 +107,8 @@ void Decoder::forward(std::span<const int32_t> tokens, std::span<KvCache* const>
     const BlockViews<float>& w = P.blocks[static_cast<size_t>(l)];
     if (inj && inj->injects(l)) inj->inject_forward(l, x_.data(), N);
     rmsnorm_forward(ln_.data(), rstd_.data(), x_.data(), w.attn_norm, N, C, eps);
-    matmul_rows(qkv_.data(), ln_.data(), w.w_qkv, nullptr, N, C, 3 * C);
+    const PackedBlock& pw = blocks_[static_cast<size_t>(l)];
+    matmul_rows(qkv_.data(), ln_.data(), pw.w_qkv.op, nullptr, N, C, 3 * C);
     for (int64_t i = 0; i < N; ++i) {
       const int64_t p = pos_[static_cast<size_t>(i)];
       float* row = qkv_.data() + i * 3 * C;
@@ -130,11 +146,11 @@ void Decoder::forward(std::span<const int32_t> tokens, std::span<KvCache* const>
         }
       }
     }
-    matmul_rows(mid_.data(), att_.data(), w.w_o, x_.data(), N, C, C);
+    matmul_rows(mid_.data(), att_.data(), pw.w_o.op, x_.data(), N, C, C);
     rmsnorm_forward(ln_.data(), rstd_.data(), mid_.data(), w.mlp_norm, N, C, eps);
-    matmul_rows(fc_.data(), ln_.data(), w.w_fc, nullptr, N, C, H);
+    matmul_rows(fc_.data(), ln_.data(), pw.w_fc.op, nullptr, N, C, H);
     gelu_forward(gelu_.data(), fc_.data(), N, H);
-    matmul_rows(x_.data(), gelu_.data(), w.w_proj, mid_.data(), N, H, C);
+    matmul_rows(x_.data(), gelu_.data(), pw.w_proj.op, mid_.data(), N, H, C);
   }
   for (int64_t i = 0; i < N; ++i) {  // the rows are in the caches now
     KvCache& kv = *caches[static_cast<size_t>(i)];
@@ -152,7 +168,7 @@ void Decoder::forward(std::span<const int32_t> tokens, std::span<KvCache* const>
     src = mid_.data();
   }
   rmsnorm_forward(lnf_.data(), rstd_.data(), src, P.final_norm, rows, C, eps);
-  matmul_rows(logits, lnf_.data(), P.lm_head, nullptr, rows, C, V);
+  matmul_rows(logits, lnf_.data(), lm_head_->op, nullptr, rows, C, V);
 }
 
 }  // namespace pg

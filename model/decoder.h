@@ -10,15 +10,17 @@
 // sits at position cache_i.length() + (earlier rows of the same cache). Positions are absolute within the cache,
 // at most config().context (the trained RoPE range): the caller starts a new cache past that (infer/engine.h).
 // Residual injection (the memory table) goes through the model's injector with N = rows, as in training: prepare it
-// for exactly these rows first. Norms, RoPE and GELU are the training kernels, row for row; linear layers are one
-// dot product per output (each weight row read once per forward: decoding is bound by reading the weights);
-// attention of one query over its cache runs in the order of a plain loop. The logits equal a recomputation of the whole
+// for exactly these rows first. Norms, RoPE, GELU and the linear layers are the training kernels, row for row (the
+// GEMM over pre-packed weights, split by output columns: the same bits for 1 row or 64); attention of one query over
+// its cache runs in the order of a plain loop. The logits equal a recomputation of the whole
 // sequence up to float rounding (tests/model/decoder_test.cpp states the tolerance).
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
+#include "core/gemm.h"
 #include "model/transformer.h"
 
 namespace pg {
@@ -42,7 +44,8 @@ class KvCache {
 
 class Decoder {
  public:
-  // Scratch for up to max_rows rows per forward (allocated once).
+  // Scratch for up to max_rows rows per forward (allocated once) and a packed copy of every weight matrix (made
+  // here: the model's weights must not change while the decoder is used).
   Decoder(Transformer& model, int64_t max_rows);
   int64_t max_rows() const { return max_rows_; }
 
@@ -53,8 +56,21 @@ class Decoder {
   void forward(std::span<const int32_t> tokens, std::span<KvCache* const> caches, float* logits, bool last_only = false);
 
  private:
+  struct FreeDeleter {
+    void operator()(float* p) const { std::free(p); }
+  };
+  struct PackedWeight {  // W [OC, C] packed as the GEMM's B operand (K = C, N = OC)
+    PackedWeight(const float* W, int64_t OC, int64_t C);
+    std::unique_ptr<float, FreeDeleter> buf;
+    gemm::BOperand<float> op;
+  };
+  struct PackedBlock {
+    PackedWeight w_qkv, w_o, w_fc, w_proj;
+  };
   Transformer& m_;
   int64_t max_rows_;
+  std::vector<PackedBlock> blocks_;
+  std::unique_ptr<PackedWeight> lm_head_;
   std::vector<float> x_, ln_, qkv_, att_, mid_, fc_, gelu_, rstd_, lnf_, rope_cos_, rope_sin_;
   std::vector<int64_t> pos_;
 };
