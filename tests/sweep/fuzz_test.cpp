@@ -1,5 +1,5 @@
 // Seeded mutation fuzzing of every reader of user input (issue 15): config files and --set values, sweep files,
-// token stores and checkpoints. Seeds: the committed presets (configs/**.yaml) and sweep files
+// token stores, checkpoints and table files (.pgt, NF4 and MXFP8). Seeds: the committed presets (configs/**.yaml) and sweep files
 // (experiments/*/sweep.yaml); binary seeds are generated deterministically from the committed fixture corpus.
 // Each mutant must either load or be refused with a UserError (one line: what, where, hint); an InternalError,
 // any other exception or a crash is a finding. Case counts are bounded for CI; PAGEGRAM_FUZZ_CASES=N scales them.
@@ -20,9 +20,13 @@
 #include "data/pipeline.h"
 #include "data/token_store.h"
 #include "model/transformer.h"
+#include "storage/export.h"
+#include "storage/table_file.h"
+#include "storage/table_source.h"
 #include "train/checkpoint.h"
 #include "train/config.h"
 #include "sweep/spec.h"
+#include "train/trained_model.h"
 #include "train/trainer.h"
 #include "tests/test_util.h"
 
@@ -235,6 +239,70 @@ TEST_F(FuzzBinary, Checkpoints) {
     if (!f.empty() && findings.size() < 5) findings.push_back(f);
   }
   std::printf("[fuzz] checkpoints: %ld mutants, %ld refused, %zu findings\n", long(n), long(refused), findings.size());
+  for (const auto& f : findings) ADD_FAILURE() << f;
+}
+
+TEST_F(FuzzBinary, TableFiles) {
+  // The trained table exported in both formats; a mutant must be refused (open(), verify_all or a table source's
+  // fetch: IoError naming what) or, when the flips hit bytes no reader uses (header padding), read exactly the
+  // original rows: never garbage, never a crash.
+  TrainedModel tm = load_trained_model((dir_ / "run" / "checkpoint.h5").string(), {.open_data = false, .table_ready = true});
+  const MemoryLayout& L = tm.mem()->table().layout();
+  std::mt19937_64 rng(5);
+  const int64_t n = cases(160);
+  std::vector<std::string> findings;
+  int64_t refused = 0, data_flips = 0;
+  auto rows_of = [&](const std::string& path) {
+    std::unique_ptr<TableSource> m = mmap_table_source(path, L, false);
+    Addresses a;
+    a.resize(1, L);
+    std::vector<float> all;
+    for (int64_t row = 0; row < L.rows(); row += 1 + L.rows() / 97) {
+      std::fill(a.rows.begin(), a.rows.end(), row);
+      std::vector<float> out(static_cast<size_t>(a.heads * L.width()));
+      m->fetch(a, out.data());
+      all.insert(all.end(), out.begin(), out.end());
+    }
+    return all;
+  };
+  for (const TableQuantization q : {TableQuantization::kNf4, TableQuantization::kMxfp8}) {
+    const fs::path src = dir_ / (quantization_name(q) + ".pgt");
+    TableWriteOptions o;
+    o.quantization = q;
+    export_table_file(src.string(), L, tm.mem()->table().values().data(), "zero", 0, o);
+    const std::string good = slurp(src);
+    const TableFileHeader h = TableFileReader::read_header(src.string());
+    const std::vector<float> want = rows_of(src.string());
+    const fs::path p = dir_ / "mut.pgt";
+    for (int64_t i = 0; i < n / 2; ++i) {
+      std::string s = good;
+      const int flips = 1 + static_cast<int>(rng() % 3);
+      bool in_data = false;
+      for (int k = 0; k < flips; ++k) {  // mostly the header blocks, sometimes anywhere
+        const size_t at = rng() % 3 ? rng() % std::min<size_t>(8192, s.size()) : rng() % s.size();
+        s[at] = static_cast<char>(s[at] ^ (1u << (rng() % 8)));
+        in_data |= at >= h.data_offset();
+      }
+      if (rng() % 8 == 0) s.resize(rng() % s.size());
+      spit(p, s);
+      data_flips += in_data;
+      bool ok = false;
+      std::vector<float> got;
+      const std::string f = outcome([&] {
+        TableFileReader r = TableFileReader::open(p.string(), L);
+        r.verify_all();
+        got = rows_of(p.string());
+        ok = true;
+      });
+      refused += !ok;
+      if (!f.empty() && findings.size() < 5) findings.push_back(quantization_name(q) + ": " + f);
+      if (ok && in_data && findings.size() < 5) findings.push_back(quantization_name(q) + ": a flipped data block was accepted");
+      if (ok && got != want && findings.size() < 5) findings.push_back(quantization_name(q) + ": accepted with other rows");
+    }
+  }
+  std::printf("[fuzz] table files: %ld mutants (%ld with a data-block flip), %ld refused, %zu findings\n", long(n / 2 * 2),
+              long(data_flips), long(refused), findings.size());
+  EXPECT_GT(refused, data_flips);  // every data flip, and header flips where a reader looks
   for (const auto& f : findings) ADD_FAILURE() << f;
 }
 
