@@ -66,7 +66,7 @@ void register_infer_commands(CLI::App& app) {
       std::vector<int32_t> out;
       const int64_t one[1] = {s};
       for (int64_t i = 0; i < max_tokens; ++i) out.push_back(e->step(one)[0]);
-      std::printf("%s%s\n", text.c_str(), e->decode(out).c_str());
+      std::printf("%s%s\n", text.c_str(), e->decode_tail(s, max_tokens).c_str());
       if (ids) {
         std::printf("ids:");
         for (int32_t t : out) std::printf(" %d", t);

@@ -257,4 +257,15 @@ std::string Engine::decode(std::span<const int32_t> ids) const {
   return tk->decode(u);
 }
 
+std::string Engine::decode_tail(int64_t id, int64_t n) const {
+  const Sess& s = get(id);
+  const int64_t len = static_cast<int64_t>(s.history.size());
+  n = std::min(n, len);
+  const int64_t ctx = std::min<int64_t>(len - n, 8);  // a few tokens before, for the spacing
+  const std::span<const int32_t> h(s.history);
+  const std::string before = decode(h.subspan(static_cast<size_t>(len - n - ctx), static_cast<size_t>(ctx)));
+  const std::string all = decode(h.subspan(static_cast<size_t>(len - n - ctx), static_cast<size_t>(ctx + n)));
+  return all.compare(0, before.size(), before) == 0 ? all.substr(before.size()) : decode(h.subspan(static_cast<size_t>(len - n)));
+}
+
 }  // namespace pg

@@ -77,6 +77,9 @@ class Engine {
   // Tokenizer round trip (UserError when the checkpoint's tokenizer is not available).
   std::vector<int32_t> encode(const std::string& text) const;
   std::string decode(std::span<const int32_t> ids) const;
+  // The text of a session's last n tokens as they read after the tokens before them (a piece's leading-space
+  // marker is kept, which decoding the n tokens alone would drop).
+  std::string decode_tail(int64_t id, int64_t n) const;
 
  private:
   struct Sess {

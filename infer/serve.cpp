@@ -139,7 +139,7 @@ std::string handle(Engine& e, const std::string& line, bool& quit) {
     std::vector<int32_t> out;
     const int64_t ids[1] = {id};
     for (int64_t i = 0; i < count; ++i) out.push_back(e.step(ids)[0]);
-    return str("ok ", json_escape(e.tokenizer() ? e.decode(out) : std::string()));
+    return str("ok ", json_escape(e.tokenizer() ? e.decode_tail(id, count) : std::string()));
   }
   if (cmd == "step") {
     std::vector<int64_t> ids;
