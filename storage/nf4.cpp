@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "storage/round_trip.h"
 
 namespace pg::nf4 {
 
@@ -112,24 +113,8 @@ void dequantize_row(const uint8_t* in, int64_t width, float* x) {
 }
 
 void round_trip_table(float* table, int64_t rows, int64_t width) {
-  const int64_t rb = row_bytes(width);
-  int64_t bad = -1;
-#pragma omp parallel if (rows * width > (1 << 16))
-  {
-    std::vector<uint8_t> buf(static_cast<size_t>(rb));
-#pragma omp for schedule(static)
-    for (int64_t r = 0; r < rows; ++r) {
-      float* x = table + r * width;
-      if (!quantize_row(x, width, buf.data())) {
-#pragma omp critical
-        bad = bad < 0 ? r : std::min(bad, r);
-        continue;
-      }
-      dequantize_row(buf.data(), width, x);
-    }
-  }
-  if (bad >= 0)
-    throw UserError(str("NF4: table row ", bad, " holds a value that is not finite or beyond the fp16 range (65504)"));
+  const int64_t bad = round_trip_rows(table, rows, width, row_bytes(width), quantize_row, dequantize_row);
+  if (bad >= 0) throw UserError(str("NF4: table row ", bad, " holds a value that is not finite or beyond the fp16 range (65504)"));
 }
 
 }  // namespace pg::nf4
