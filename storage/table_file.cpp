@@ -159,7 +159,7 @@ TableFileHeader write_core(const std::string& path, const MemoryLayout& layout, 
   if (f.fd < 0) throw IoError(str("table file ", path, ": cannot create ", f.tmp, ": ", errno_text()));
   // Reserve every byte up front: fails early on a full disk, and the file is never sparse.
   if (const int e = ::posix_fallocate(f.fd, 0, static_cast<off_t>(h.file_bytes())); e != 0 && e != EOPNOTSUPP)
-    throw IoError(str("table file ", path, ": cannot reserve ", h.file_bytes(), " bytes: ", std::strerror(e),
+    throw ResourceError(str("table file ", path, ": cannot reserve ", h.file_bytes(), " bytes: ", std::strerror(e),
                       " (hint: check free disk space)"));
 
   // Data: a window of W blocks starting at data block `flushed`; rows are placed by block_of, which is
