@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "cli/commands.h"
+#include "core/progress.h"
 #include "core/build_info.h"
 #include "core/kernels.h"
 #include "storage/eval_stream.h"

@@ -108,4 +108,76 @@ std::string format_count(double c) {
   return buf;
 }
 
+// ---- Sizes (parse_count, parse_bytes, format_bytes).
+
+namespace {
+bool parse_number(const std::string& t, double& value, std::string& suffix) {
+  size_t pos = 0;
+  try {
+    value = std::stod(t, &pos);
+  } catch (...) {
+    return false;
+  }
+  suffix = t.substr(pos);
+  suffix.erase(0, suffix.find_first_not_of(' '));
+  return std::isfinite(value);
+}
+}  // namespace
+
+double parse_count(const std::string& text, const std::string& what) {
+  double v = 0;
+  std::string suf;
+  if (!parse_number(text, v, suf))
+    throw UserError(str(what, ": '", text, "' is not a number (hint: e.g. 3.2e9, 10B, 200M)"));
+  double mult = 1;
+  if (suf == "K" || suf == "k") mult = 1e3;
+  else if (suf == "M") mult = 1e6;
+  else if (suf == "B" || suf == "G") mult = 1e9;
+  else if (suf == "T") mult = 1e12;
+  else if (!suf.empty())
+    throw UserError(str(what, ": unknown suffix '", suf, "' in '", text, "' (hint: K, M, B or T, or 3.2e9)"));
+  v *= mult;
+  if (!(v >= 1)) throw UserError(str(what, ": '", text, "' must be at least 1"));
+  if (v > 1e15) throw UserError(str(what, ": '", text, "' is too large (hint: at most 1e15)"));
+  return v;
+}
+
+int64_t parse_bytes(const std::string& text, const std::string& what) {
+  double v = 0;
+  std::string suf;
+  if (!parse_number(text, v, suf))
+    throw UserError(str(what, ": '", text, "' is not a size (hint: e.g. 0, 256MiB, 1GiB, 4096)"));
+  double mult = 1;
+  if (suf.empty() || suf == "B") mult = 1;
+  else if (suf == "KiB" || suf == "K") mult = 1024.0;
+  else if (suf == "MiB" || suf == "M") mult = 1024.0 * 1024;
+  else if (suf == "GiB" || suf == "G") mult = 1024.0 * 1024 * 1024;
+  else if (suf == "TiB" || suf == "T") mult = 1024.0 * 1024 * 1024 * 1024;
+  else if (suf == "KB") mult = 1e3;
+  else if (suf == "MB") mult = 1e6;
+  else if (suf == "GB") mult = 1e9;
+  else if (suf == "TB") mult = 1e12;
+  else
+    throw UserError(str(what, ": unknown unit '", suf, "' in '", text, "' (hint: KiB, MiB, GiB or plain bytes)"));
+  v *= mult;
+  if (v < 0 || v > 9.0e18) throw UserError(str(what, ": '", text, "' is out of range"));
+  return static_cast<int64_t>(std::llround(v));
+}
+
+std::string format_bytes(int64_t b) {
+  if (b == 0) return "0";
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  double v = static_cast<double>(b);
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  char buf[64];
+  if (v == std::floor(v)) std::snprintf(buf, sizeof buf, "%.0f %s", v, units[u]);
+  else std::snprintf(buf, sizeof buf, "%.2f %s", v, units[u]);
+  return buf;
+}
+
+
 }  // namespace pg

@@ -20,5 +20,12 @@ std::string json_escape(const std::string& s);
 std::string fmt_duration(double seconds);
 // "3.2B", "200M", "12.5K", "512" (4 significant digits) — for table headings, file names and progress lines.
 std::string format_count(double count);
+// Parses "3.2e9", "10e9", "200M", "20B" (params) as a positive count; UserError naming `what` otherwise.
+double parse_count(const std::string& text, const std::string& what);
+// Parses "0", "256MiB", "1GiB", "4096", "512KiB", "1.5GiB" (bytes; decimal suffixes KB/MB/GB = 1000^k);
+// UserError naming `what` otherwise.
+int64_t parse_bytes(const std::string& text, const std::string& what);
+// "1 GiB", "256 MiB", "0" — the inverse of parse_bytes for table headings.
+std::string format_bytes(int64_t bytes);
 
 }  // namespace pg

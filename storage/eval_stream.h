@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "core/text.h"  // format_count
+#include "core/text.h"  // format_count, parse_bytes, format_bytes
 #include "data/pipeline.h"
 #include "data/token_store.h"
 #include "memory/layout.h"
@@ -48,32 +48,5 @@ void stream_rows(const MemoryLayout& layout, const EvalStream& s, int64_t i0, in
 // offset into `blocks` to `ends` (when not null). Block ids must fit in uint32 (checked).
 void stream_blocks(const MemoryLayout& layout, const EvalStream& s, int64_t i0, int64_t i1,
                    std::vector<uint32_t>& blocks, std::vector<uint64_t>* ends = nullptr);
-
-// A progress line printer for long loops: prints "<what> <done>/<total> (<pct>%, <rate>/s, <eta>)" to stderr
-// at most every `interval_s` seconds, and once more on finish(). Silent when disabled.
-class ProgressLine {
- public:
-  ProgressLine(std::string what, int64_t total, bool enabled = true, double interval_s = 2.0);
-  void update(int64_t done);
-  void finish();
-
- private:
-  std::string what_;
-  int64_t total_, done_ = 0;
-  bool enabled_;
-  double interval_, t0_, last_;
-};
-
-// CPU time of the calling thread in seconds (per-core rates on a shared machine: wall time counts the time other
-// processes hold the core).
-double thread_cpu_seconds();
-
-// Parses "3.2e9", "10e9", "200M", "20B" (params) as a positive count; UserError naming `what` otherwise.
-double parse_count(const std::string& text, const std::string& what);
-// Parses "0", "256MiB", "1GiB", "4096", "512KiB", "1.5GiB" (bytes; decimal suffixes KB/MB/GB = 1000^k);
-// UserError naming `what` otherwise.
-int64_t parse_bytes(const std::string& text, const std::string& what);
-// "1 GiB", "256 MiB", "0" — the inverse of parse_bytes for table headings.
-std::string format_bytes(int64_t bytes);
 
 }  // namespace pg

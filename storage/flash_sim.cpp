@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <map>
 
+#include "core/progress.h"
 #include "core/error.h"
 #include "core/h5.h"
 #include "core/timer.h"

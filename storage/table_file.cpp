@@ -12,6 +12,7 @@
 #include <cstring>
 #include <map>
 
+#include "core/progress.h"
 #include "core/error.h"
 #include "core/rng.h"
 #include "data/hash.h"

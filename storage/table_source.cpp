@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/progress.h"
 #include "core/error.h"
 #include "core/text.h"
 #include "core/timer.h"
