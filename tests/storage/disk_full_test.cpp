@@ -1,4 +1,5 @@
-// Issue 15: a full disk while writing a table file or a token store is one ResourceError naming the file; the
+// Issue 15: a full disk while writing a table file, a token store, a checkpoint or a text file (run config, sweep
+// record) is one ResourceError naming the file (exit code 4 from the command line); the
 // previous file is kept (or none is left that looks complete) and no temporary stays behind. A full disk is a file
 // size limit (RLIMIT_FSIZE) in a child process: writes past it fail with EFBIG, as they would with ENOSPC.
 #include <gtest/gtest.h>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/text.h"
 #include "data/pipeline.h"
 #include "tests/test_util.h"
 #include "train/config.h"
@@ -114,6 +116,58 @@ TEST(DiskFull, ATokenStoreWriteLeavesNoStoreThatLooksComplete) {
   const auto [again, again_err] = run_limited(RLIM_INFINITY, args, d.path);  // the next run builds it whole
   ASSERT_EQ(again, 0) << again_err;
   EXPECT_EQ(data::open_dataset(c.data, c.tokenizer).train->n_tokens(), tokens);
+}
+
+TEST(DiskFull, ATrainingCheckpointAndLogKeepTheirPreviousVersions) {
+  testing::TempDir d;
+  const std::string run = (d.path / "run").string();
+  const std::vector<std::string> args = with({"train", "--config", testing::kTinyConfig, "--resume", "--stop-after", "2"},
+                                             testing::with_sets(testing::tiny_fixture_sets(d.path),
+                                                                {"memory.layout=pagegram", "memory.target_params=300000",
+                                                                 "train.eval_interval=0", "train.out_dir=" + run}));
+  const auto [tk, tk_err] = run_limited(RLIM_INFINITY, with({"data", "tokenize", "--config", testing::kTinyConfig},
+                                                            testing::tiny_fixture_sets(d.path)), d.path);
+  ASSERT_EQ(tk, 0) << tk_err;
+  const auto [ok, ok_err] = run_limited(RLIM_INFINITY, args, d.path);
+  ASSERT_EQ(ok, 0) << ok_err;
+  const std::string ckpt = testing::slurp(run + "/checkpoint.h5"), log = testing::slurp(run + "/log.h5");
+  ASSERT_GT(ckpt.size(), 256u * 1024);
+  // The next two steps, with files limited to 192 KiB: the log may still fit, the checkpoint cannot.
+  const auto [code, err] = run_limited(192 * 1024, args, d.path);
+  EXPECT_EQ(code, 4) << err;
+  EXPECT_NE(err.find("checkpoint.h5"), std::string::npos) << err;
+  EXPECT_EQ(error_lines(err), 1) << err;
+  EXPECT_EQ(testing::slurp(run + "/checkpoint.h5"), ckpt) << "the previous checkpoint is kept whole";
+  expect_no_temporaries(run);
+  // The run resumes from that checkpoint as if nothing happened (the log's extra rows are truncated on resume).
+  const auto [again, again_err] = run_limited(RLIM_INFINITY, args, d.path);
+  EXPECT_EQ(again, 0) << again_err;
+}
+
+TEST(DiskFull, ATextFileWriteKeepsThePreviousFile) {
+  // config.yaml of a run, sweep records and manifests: all written by write_text_atomic.
+  testing::TempDir d;
+  const std::string path = (d.path / "record.json").string();
+  write_text_atomic(path, "{\"old\": 1}\n");
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::signal(SIGXFSZ, SIG_IGN);
+    rlimit rl{1024, 1024};
+    ::setrlimit(RLIMIT_FSIZE, &rl);
+    try {
+      write_text_atomic(path, std::string(8192, 'x'));
+    } catch (const ResourceError& e) {
+      ::_exit(std::string(e.what()).find(path) != std::string::npos ? 10 : 11);
+    } catch (...) {
+      ::_exit(12);
+    }
+    ::_exit(13);
+  }
+  int st = 0;
+  ::waitpid(pid, &st, 0);
+  EXPECT_EQ(WIFEXITED(st) ? WEXITSTATUS(st) : -1, 10) << "10 = ResourceError naming the file";
+  EXPECT_EQ(testing::slurp(path), "{\"old\": 1}\n");
+  expect_no_temporaries(d.path);
 }
 
 }  // namespace
