@@ -153,4 +153,26 @@ void tree_allreduce(PeerLink& link, SparseGrad& g, SparseGrad& recv, SparseGrad&
   }
 }
 
+void check_same_on_all_ranks(PeerLink& link, uint64_t value, const std::string& what) {
+  const int R = link.size(), r = link.rank();
+  if (R == 1) return;
+  check_ranks(link);
+  // (value, a rank holding it, a rank holding another value or -1): merged up the tree of ranks.
+  int64_t mine[3] = {static_cast<int64_t>(value), r, -1};
+  for (int d = 1; d < R; d <<= 1) {
+    int64_t theirs[3] = {0, 0, 0};
+    link.sendrecv(r ^ d, bytes_of(mine, 3), bytes_of(theirs, 3));
+    const bool low = (r & d) == 0;
+    int64_t* left = low ? mine : theirs;
+    int64_t* right = low ? theirs : mine;
+    int64_t merged[3] = {left[0], left[1], left[2] >= 0 ? left[2] : right[2]};
+    if (merged[2] < 0 && right[0] != left[0]) merged[2] = right[1];
+    std::memcpy(mine, merged, sizeof(merged));
+  }
+  if (mine[2] >= 0)
+    throw UserError(str("the ranks disagree on ", what, ": rank ", mine[1], " and rank ", mine[2], " differ (hint: every ",
+                        "rank must run the same command on the same files; a resume needs the run directory on ",
+                        "storage every node sees)"));
+}
+
 }  // namespace pg

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <functional>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "memory/sparse_grad.h"
@@ -60,5 +61,9 @@ void tree_allreduce(PeerLink& link, SparseGrad& g, SparseGrad& scratch_recv, Spa
                     std::vector<std::byte>& buf, ExchangeStats* st = nullptr);
 
 bool is_power_of_two(int64_t n);
+
+// Checks that every rank holds the same 64-bit value (a config hash, a resume step): UserError naming `what`
+// and a rank that differs otherwise. Recursive doubling of (lowest rank, value) pairs: every rank learns it.
+void check_same_on_all_ranks(PeerLink& link, uint64_t value, const std::string& what);
 
 }  // namespace pg

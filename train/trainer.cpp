@@ -16,6 +16,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "core/rng.h"
 #include "core/text.h"
 #include "core/threads.h"
 #include "core/timer.h"
@@ -187,6 +188,14 @@ TrainSummary train(const ExperimentConfig& cfg, const data::DataSet& ds, const T
                             "same config, or use a new train.out_dir)"));
     session.load(ckpt);
     sampler.set_counter(st.sampler_counter);
+  }
+  if (opt.link) {  // every rank must train the same thing from the same state (else their sums are garbage)
+    ExperimentConfig norm = cfg;
+    norm.train.threads = 0;
+    norm.train.out_dir = "";
+    check_same_on_all_ranks(*opt.link, hash_name(cfg::dump(norm)), "the config (train.threads and out_dir aside)");
+    check_same_on_all_ranks(*opt.link, hash_name(str(st.step, " ", st.sampler_counter, " ", resumed)),
+                            "the checkpoint to resume from (step and data position)");
   }
   RunMeta meta{cfg::dump(cfg), opt.command, threads.threads, threads.pinned, threads.cpus, ranks};
   // Without a checkpoint a "resume" starts over, and so does the log (no duplicate step-0 rows).
