@@ -57,8 +57,8 @@ int main(int argc, char** argv) {
                            kernels = std::string("unavailable: ") + e.what();
                          }
                          return std::string("pagegram ") + pg::build::kRevision + " (" + pg::build::kBuildType + "; " +
-                                pg::build::kFlags + ")\nkernels: " + kernels + " on " + pg::isa::cpu_description() +
-                                "\nmpi: " + pg::dist::mpi_description();
+                                pg::build::kFlags + ")\nmpi: " + pg::dist::mpi_description() + "\nkernels: " + kernels +
+                                " on " + pg::isa::cpu_description();
                        }));
   app.set_help_all_flag("--help-all", "help for every subcommand");
   pg::cli::register_commands(app, argc, argv);

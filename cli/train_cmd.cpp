@@ -138,14 +138,18 @@ void register_train_commands(CLI::App& app, int argc, char** argv) {
       std::printf("bench train %s: %ld steps x %ld tokens, %d threads%s\n", cfg.name.c_str(), long(steps),
                   long(cfg.train.tokens_per_step), thread_count(),
                   s.ranks > 1 ? str(" per rank, ", s.ranks, " ranks").c_str() : "");
+      std::printf("gradients %ld dense floats (%.2f MB), %ld table rows x %ld touched in the last step (%.2f MB as "
+                  "(row, gradient) pairs); gradient tree buffers %.1f MiB\n",
+                  long(s.dense_grad_floats), 4e-6 * static_cast<double>(s.dense_grad_floats), long(s.touched_rows),
+                  long(s.table_width), 1e-6 * static_cast<double>(s.touched_rows * (8 + 4 * s.table_width)),
+                  static_cast<double>(s.tree_bytes) / (1024.0 * 1024.0));
       if (s.ranks > 1 && s.train_seconds > 0) {
         const ExchangeStats& x = s.exchange;
-        std::printf("exchange %.1f%% of step time (%.2f ms per step, rank 0): %.3f MB sent per step in %.1f messages; "
-                    "gradient tree buffers %.1f MiB\n",
+        std::printf("exchange %.1f%% of step time (%.2f ms per step on rank 0, waiting for the partner included): "
+                    "%.3f MB sent per step per rank in %.1f messages\n",
                     100.0 * x.seconds / s.train_seconds, 1e3 * x.seconds / static_cast<double>(steps),
                     static_cast<double>(x.bytes_sent) / 1e6 / static_cast<double>(steps),
-                    static_cast<double>(x.messages) / static_cast<double>(steps),
-                    static_cast<double>(s.tree_bytes) / (1024.0 * 1024.0));
+                    static_cast<double>(x.messages) / static_cast<double>(steps));
       }
       const kern::PeakResult peak = kern::measure_peak();
       std::printf("kernels %s on %s\n", kern::active_name(), isa::cpu_description().c_str());

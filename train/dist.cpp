@@ -47,8 +47,9 @@ Launch launch_from_env() {
     l.ranks = env_long("SLURM_STEP_NUM_TASKS", env_long("PMIX_SIZE", 2)), l.mpi_capable = true, l.by = "PMIx (srun --mpi=pmix)";
   } else if (std::getenv("PMI_SIZE") && env_long("PMI_SIZE", 1) > 1) {
     l.ranks = env_long("PMI_SIZE", 1), l.mpi_capable = true, l.by = "PMI";
-  } else if (const char* step = std::getenv("SLURM_STEP_ID"); step && *step >= '0' && *step <= '9') {
-    l.ranks = env_long("SLURM_STEP_NUM_TASKS", 1), l.by = "srun without an MPI plugin";  // independent tasks
+  } else if (const long step = env_long("SLURM_STEP_ID", -1); step >= 0 && step < 0xFFFFFF00L) {
+    // An srun step (not the batch or extern step, whose ids are 0xFFFFFFFx) without PMIx: independent tasks.
+    l.ranks = env_long("SLURM_STEP_NUM_TASKS", 1), l.by = "srun without an MPI plugin";
   }
   return l;
 }

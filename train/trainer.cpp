@@ -277,6 +277,7 @@ TrainSummary train(const ExperimentConfig& cfg, const data::DataSet& ds, const T
       for (size_t j = 0; j < ms.gates.size(); ++j) log.scalar(str("memory/gate", j), st.step, ms.gates[j]);
       for (size_t j = 0; j < ms.mean_alpha.size(); ++j) log.scalar(str("memory/mean_alpha", j), st.step, ms.mean_alpha[j]);
       log.scalar("memory/touched_rows", st.step, static_cast<double>(ms.touched_rows));
+      sum.touched_rows = ms.touched_rows;
       if (observe && log_step) log.collisions(st.step, ss.collisions, cfg.memory.orders, cfg.memory.collision_owners);
     }
     const double dt = step_timer.seconds();
@@ -319,6 +320,8 @@ TrainSummary train(const ExperimentConfig& cfg, const data::DataSet& ds, const T
   sum.ranks = ranks, sum.rank = rank;
   sum.exchange = session.exchange_stats();
   sum.tree_bytes = session.tree_bytes();
+  sum.dense_grad_floats = static_cast<int64_t>(session.model().grads().size() + (mem ? mem->dense_grads().size() : 0));
+  sum.table_width = mem ? mem->table().layout().width() : 0;
   if (write_files) {
     log.set_summary("train_tok_per_s", sum.train_tok_per_s);
     log.set_summary("peak_rss_kb", static_cast<double>(sum.peak_rss_kb));

@@ -40,6 +40,9 @@ struct TrainSummary {
   int ranks = 1, rank = 0;            // data-parallel ranks and this process's rank
   ExchangeStats exchange;             // gradient exchanges of the timed steps (ranks > 1)
   int64_t tree_bytes = 0;             // extra bytes of the gradient tree (saved halves, exchange scratch)
+  int64_t dense_grad_floats = 0;      // backbone + memory dense gradients (what a step's dense exchange sums)
+  int64_t touched_rows = 0;           // table rows with a gradient in the last step (its sparse exchange)
+  int64_t table_width = 0;            // floats per table row (0 without a table)
   std::string out_dir;
 };
 
