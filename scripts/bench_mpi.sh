@@ -7,8 +7,9 @@
 # Usage: scripts/bench_mpi.sh [--quick] [CONFIG ...]   (default: configs/shape_b.yaml configs/b/pagegram_s4.yaml
 #        configs/shape_a.yaml; --quick: 2 timed steps instead of 4, 1 for shape A). Writes bench_mpi.txt in the cwd.
 set -euo pipefail
+RESULT=$PWD/bench_mpi.txt
 cd "$(dirname "$0")/.."
-PG=${PAGEGRAM:-build/pagegram}
+PG=$(realpath "${PAGEGRAM:-build/pagegram}")
 STEPS=4
 CONFIGS=()
 for a in "$@"; do
@@ -42,9 +43,9 @@ for cfg in "${CONFIGS[@]}"; do
     "${cmd[@]}" >>"$OUT/$name.$mode.txt" 2>"$OUT/$name.$mode.err" || { cat "$OUT/$name.$mode.err" >&2; exit 1; }
     echo "== $name $mode"; grep -E '^\$|^tok/s|^gradients|^exchange|^bench train' "$OUT/$name.$mode.txt"
   done
-done | tee bench_mpi.txt
+done | tee "$RESULT"
 
-/usr/bin/python3 - "$OUT" "${CONFIGS[@]}" <<'PY' | tee -a bench_mpi.txt
+/usr/bin/python3 - "$OUT" "${CONFIGS[@]}" <<'PY' | tee -a "$RESULT"
 import os, re, sys
 out, cfgs = sys.argv[1], sys.argv[2:]
 def grab(path, pat, cast=float, default=None):
@@ -92,4 +93,4 @@ for n, r in rows.items():
             tx = 2 * (R - 1) / R * D / bw + 2 * L * alpha + sparse / bw + L * alpha * 3
             print(f"| {n} | {R} | {tc:.3f} | {net} | {tx:.3f} | {tc / (tc + tx):.0%} |")
 PY
-echo "(written to bench_mpi.txt)"
+echo "(written to $RESULT)"
