@@ -49,6 +49,7 @@ class PeerLink {
 // Exchange statistics of one process since reset (the benchmark's communication share).
 struct ExchangeStats {
   double seconds = 0;      // wall time inside the exchanges below (waiting for the partner included)
+  double wait_seconds = 0; // of which waiting at a synchronizing exchange before them (Session's measure_exchange)
   int64_t bytes_sent = 0;  // payload bytes sent by this rank
   int64_t messages = 0;
 };

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "core/timer.h"
 #include "memory/normalize.h"
 
 namespace pg {
@@ -164,6 +165,13 @@ StepStats Session::step(const data::TokenStore& store, data::WindowSampler& samp
   slots_.resize(static_cast<size_t>(tree_depth(m)));
   tree_reduce(lo, m, leaf, save, combine);
   if (R > 1) {  // the top log2(R) levels of the tree, across ranks
+    if (measure_exchange_) {
+      const Timer w;
+      double sync = 0;
+      tree_allreduce(*link_, sync);  // not counted as traffic
+      xstats_.wait_seconds += w.seconds();
+      xstats_.seconds += w.seconds();
+    }
     tree_allreduce(*link_, g_model, scratch_, &xstats_);
     if (!g_mem.empty()) tree_allreduce(*link_, g_mem, scratch_, &xstats_);
     if (mem_) tree_allreduce(*link_, mem_->table().pending_grad(), recv_, merged_, bytes_, &xstats_);

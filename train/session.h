@@ -100,6 +100,9 @@ class Session {
   // Time and bytes of the gradient exchanges since the last reset (zeros for one rank).
   const ExchangeStats& exchange_stats() const { return xstats_; }
   void reset_exchange_stats() { xstats_ = {}; }
+  // Benchmarks: a synchronizing 8-byte exchange before each step's gradient exchange, timed apart as
+  // ExchangeStats::wait_seconds, so the rest measures the transfer and additions, not the ranks' imbalance.
+  void set_measure_exchange(bool on) { measure_exchange_ = on; }
   // Extra bytes the gradient tree holds (saved left halves, exchange scratch), after the first step.
   int64_t tree_bytes() const;
 
@@ -124,6 +127,7 @@ class Session {
   std::vector<std::byte> bytes_;
   PeerLink* link_ = nullptr;
   ExchangeStats xstats_;
+  bool measure_exchange_ = false;
 };
 
 // ConfigError unless `ranks` data-parallel ranks can split the micro-batches of cfg's steps (a power of two

@@ -167,6 +167,7 @@ TrainSummary train(const ExperimentConfig& cfg, const data::DataSet& ds, const T
   const bool write_files = opt.write_files && root;  // rank 0 writes the run directory, the others nothing
   check_fits_in_memory(cfg, tc.out_dir);  // refused before allocating, not by the kernel's OOM killer
   Session session(cfg, {.optimizer = true, .tokenizer = ds.tokenizer.get(), .link = opt.link});
+  session.set_measure_exchange(opt.measure_exchange);
   MemoryInjector* mem = session.memory();
   TrainState& st = session.state();
   data::WindowSampler sampler = ds.sampler(T, static_cast<uint64_t>(tc.seed));

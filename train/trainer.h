@@ -25,6 +25,7 @@ struct TrainOptions {
   // checkpoints, config.yaml) and shows progress. Every rank evaluates (evaluation reads table rows, which brings
   // them up to date: the replicas must stay bit-identical).
   PeerLink* link = nullptr;
+  bool measure_exchange = false;  // split the exchange time into waiting for the partner and transfer (benchmarks)
 };
 
 struct TrainSummary {
