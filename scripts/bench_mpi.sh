@@ -4,36 +4,44 @@
 # per rank; the exchange's share of step time (measured on rank 0: time inside the tree exchanges, waiting for
 # the partner included) and the bytes each rank sends per step. Then, on paper, the efficiency at 8 and 32
 # nodes on 10 GbE and 100 Gb/s from the measured numbers (model printed with the table).
-# Usage: scripts/bench_mpi.sh [--quick] [CONFIG ...]   (default: configs/shape_b.yaml configs/b/pagegram_s4.yaml
-#        configs/shape_a.yaml; --quick: 2 timed steps instead of 4, 1 for shape A). Writes bench_mpi.txt in the cwd.
+# Usage: scripts/bench_mpi.sh [--steps N] [--set key=value ...] [CONFIG ...]
+#   default configs: configs/shape_b.yaml configs/b/pagegram_s4.yaml; 4 timed steps (+1 warm-up) per run. --set applies
+#   to every run (e.g. shape A with a smaller global batch: --steps 1 --set train.tokens_per_step=16384); the paper
+#   estimate always uses the config's own train.tokens_per_step. Writes bench_mpi.txt (and the raw outputs in
+#   bench_mpi.d/) in the current directory.
 set -euo pipefail
 RESULT=$PWD/bench_mpi.txt
+RAW=$PWD/bench_mpi.d
 cd "$(dirname "$0")/.."
 PG=$(realpath "${PAGEGRAM:-build/pagegram}")
 STEPS=4
 CONFIGS=()
-for a in "$@"; do
-  case "$a" in
-    --quick) STEPS=2 ;;
-    *) CONFIGS+=("$a") ;;
+SETS=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --steps) STEPS=$2; shift ;;
+    --set) SETS+=(--set "$2"); shift ;;
+    *) CONFIGS+=("$1") ;;
   esac
+  shift
 done
-[ ${#CONFIGS[@]} -gt 0 ] || CONFIGS=(configs/shape_b.yaml configs/b/pagegram_s4.yaml configs/shape_a.yaml)
+[ ${#CONFIGS[@]} -gt 0 ] || CONFIGS=(configs/shape_b.yaml configs/b/pagegram_s4.yaml)
 "$PG" --version | grep -q '^mpi: ' || { echo "bench_mpi: $PG has no mpi line in --version" >&2; exit 2; }
 "$PG" --version | grep -q '^mpi: not built' && { echo "bench_mpi: $PG is built without MPI" >&2; exit 2; }
 if [ "$(id -u)" -eq 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
 export OMPI_MCA_btl=self,vader
-OUT=$(mktemp -d /tmp/pg_bench_mpi.XXXXXX)
-trap 'rm -rf "$OUT"' EXIT
+OUT=$RAW
+rm -rf "$OUT"
+mkdir -p "$OUT"
 
 echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) CPUs, $(uname -sr); $("$PG" --version | tail -n 2 | tr '\n' ' ')"
 echo "load when starting: $(cut -d' ' -f1-3 /proc/loadavg) (other jobs share this machine)"
 for cfg in "${CONFIGS[@]}"; do
   steps=$STEPS
-  case "$cfg" in *shape_a*) steps=$(( STEPS / 2 > 0 ? STEPS / 2 : 1 )) ;; esac
   name=$(basename "$cfg" .yaml)
+  "$PG" config show "$cfg" | sed -n 's/^  tokens_per_step: *//p' | head -n 1 >"$OUT/$name.tokens_per_step"
   for mode in p1t2 p1t1 r2t1; do
-    args=(bench train --config "$cfg" --synthetic --steps "$steps" --warmup 1)
+    args=(bench train --config "$cfg" --synthetic --steps "$steps" --warmup 1 "${SETS[@]}")
     case $mode in
       p1t2) cmd=("$PG" "${args[@]}" --set train.threads=2) ;;
       p1t1) cmd=("$PG" "${args[@]}" --set train.threads=1) ;;
@@ -64,7 +72,7 @@ for cfg in cfgs:
     dense = grab(f["p1t2"], r"^gradients (\d+) dense floats", int)
     touched = grab(f["p1t2"], r"(\d+) table rows x", int, 0)
     width = grab(f["p1t2"], r"table rows x (\d+) touched", int, 0)
-    tps = grab(f["p1t2"], r"steps x (\d+) tokens", int)
+    tps = int(open(os.path.join(out, f"{n}.tokens_per_step")).read().split()[0])  # the config's own global batch
     rows[n] = dict(t=t, dense=dense, touched=touched, width=width, tps=tps)
     print(f"| {n} | {t['p1t2']:.0f} | {t['p1t1']:.0f} | {t['r2t1']:.0f} | {t['r2t1'] / t['p1t2']:.2f} | {share:.1f}% | "
           f"{mb:.2f} | {4e-6 * dense:.1f} | {touched} x {width} |")
