@@ -1,5 +1,7 @@
 // The `pagegram` command line: subcommands for config, data, training, evaluation and the storage tools.
 // User and I/O errors end here as one line on stderr and exit code 2; internal errors exit 3.
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <csignal>
 #include <functional>
@@ -10,10 +12,41 @@
 #include "core/build_info.h"
 #include "core/error.h"
 #include "core/kernels.h"
+#include "train/dist.h"
+
+namespace {
+// Ends the process with `code` after an error: with several data-parallel ranks every rank is ended (MPI_Abort)
+// so none waits forever for a partner. A rank other than 0 waits a second first, so an error every rank meets
+// (a bad config) is printed once, by rank 0, whose abort ends the others.
+int fail(int code, const std::string& line) {
+  const pg::dist::World& w = pg::dist::world();
+  if (w.size > 1) {
+    if (w.rank != 0) ::sleep(1);
+    // One write: the ranks share the terminal (or pipe), and a line must not be cut by another rank's output.
+    const std::string msg = line + " [rank " + std::to_string(w.rank) + " of " + std::to_string(w.size) +
+                            "; ending every rank]\n";
+    if (::write(STDERR_FILENO, msg.data(), msg.size()) < 0) {
+      // nothing more to do: the abort below still ends every rank
+    }
+    pg::dist::abort_all(code);
+  }
+  std::cerr << line << "\n";
+  pg::dist::finalize();
+  return code;
+}
+}  // namespace
 
 int main(int argc, char** argv) {
   // A file size limit (ulimit -f) then fails the write with EFBIG, reported like a full disk, instead of killing us.
   std::signal(SIGXFSZ, SIG_IGN);
+  try {
+    // First of all: MPI when launched as ranks (mpirun, srun --mpi=pmix), and each rank's share of the cores
+    // before any thread starts.
+    pg::dist::init(&argc, &argv);
+    pg::dist::pin_to_local_share();
+  } catch (const pg::UserError& e) {
+    return fail(2, std::string("error: ") + e.what());
+  }
   CLI::App app{"pagegram: hashed n-gram memory tables (PageGram) research framework"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::function<std::string()>([] {
@@ -24,7 +57,8 @@ int main(int argc, char** argv) {
                            kernels = std::string("unavailable: ") + e.what();
                          }
                          return std::string("pagegram ") + pg::build::kRevision + " (" + pg::build::kBuildType + "; " +
-                                pg::build::kFlags + ")\nkernels: " + kernels + " on " + pg::isa::cpu_description();
+                                pg::build::kFlags + ")\nmpi: " + pg::dist::mpi_description() + "\nkernels: " + kernels +
+                                " on " + pg::isa::cpu_description();
                        }));
   app.set_help_all_flag("--help-all", "help for every subcommand");
   pg::cli::register_commands(app, argc, argv);
@@ -32,19 +66,19 @@ int main(int argc, char** argv) {
     pg::kern::active();  // PAGEGRAM_ISA checked before any work (a bad value is one line, exit 2)
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;
+    const int rc = app.exit(e) == 0 ? 0 : 2;
+    if (rc != 0 && pg::dist::world().size > 1) pg::dist::abort_all(rc);
+    pg::dist::finalize();
+    return rc;
   } catch (const pg::ResourceError& e) {
-    std::cerr << "error: " << e.what() << "\n";
-    return 4;
+    return fail(4, std::string("error: ") + e.what());
   } catch (const pg::UserError& e) {
-    std::cerr << "error: " << e.what() << "\n";
-    return 2;
+    return fail(2, std::string("error: ") + e.what());
   } catch (const pg::InternalError& e) {
-    std::cerr << "bug: " << e.what() << " (please report with the command line)\n";
-    return 3;
+    return fail(3, std::string("bug: ") + e.what() + " (please report with the command line)");
   } catch (const std::bad_alloc&) {
-    std::cerr << "error: out of memory (hint: reduce train.micro_batch or the table size)\n";
-    return 2;
+    return fail(2, "error: out of memory (hint: reduce train.micro_batch or the table size)");
   }
+  pg::dist::finalize();
   return 0;
 }

@@ -14,6 +14,7 @@
 #include "core/timer.h"
 #include "data/pipeline.h"
 #include "data/synthetic.h"
+#include "train/dist.h"
 #include "train/memory_injector.h"
 #include "train/overhead.h"
 #include "train/trained_model.h"
@@ -61,8 +62,11 @@ void register_train_commands(CLI::App& app, int argc, char** argv) {
       opt.resume = resume;
       opt.command = command;
       opt.stop_after = stop_after;
+      opt.link = dist::world_link();  // mpirun / srun --mpi=pmix: data-parallel ranks
       TrainSummary s = train(cfg, ds, opt);
+      if (s.rank != 0) return;  // rank 0 reports
       std::printf("run         %s\n", s.out_dir.c_str());
+      if (s.ranks > 1) std::printf("ranks       %d (data-parallel, %s)\n", s.ranks, dist::mpi_description().c_str());
       std::printf("steps       %ld..%ld of %ld (%.2fM tokens seen)\n", long(s.start_step), long(s.start_step + s.steps_done),
                   long(s.total_steps), s.tokens / 1e6);
       if (s.start_step == 0) std::printf("held-out    start %.4f nats\n", s.first_eval);
@@ -128,10 +132,27 @@ void register_train_commands(CLI::App& app, int argc, char** argv) {
       opt.stop_after = warmup + steps;
       opt.untimed_steps = warmup;  // the first steps fault in every buffer
       cfg.train.steps = std::max<int64_t>(cfg.train.total_steps(), warmup + steps + 1);
+      opt.link = dist::world_link();  // under mpirun: every rank trains, rank 0 reports
+      opt.measure_exchange = true;
       TrainSummary s = train(cfg, ds, opt);
+      if (s.rank != 0) return;
       const double flops = Transformer::flops_per_token(cfg.model);
-      std::printf("bench train %s: %ld steps x %ld tokens, %d threads\n", cfg.name.c_str(), long(steps),
-                  long(cfg.train.tokens_per_step), thread_count());
+      std::printf("bench train %s: %ld steps x %ld tokens, %d threads%s\n", cfg.name.c_str(), long(steps),
+                  long(cfg.train.tokens_per_step), thread_count(),
+                  s.ranks > 1 ? str(" per rank, ", s.ranks, " ranks").c_str() : "");
+      std::printf("gradients %ld dense floats (%.2f MB), %ld table rows x %ld touched in the last step (%.2f MB as "
+                  "(row, gradient) pairs); gradient tree buffers %.1f MiB\n",
+                  long(s.dense_grad_floats), 4e-6 * static_cast<double>(s.dense_grad_floats), long(s.touched_rows),
+                  long(s.table_width), 1e-6 * static_cast<double>(s.touched_rows * (8 + 4 * s.table_width)),
+                  static_cast<double>(s.tree_bytes) / (1024.0 * 1024.0));
+      if (s.ranks > 1 && s.train_seconds > 0) {
+        const ExchangeStats& x = s.exchange;
+        const double n = static_cast<double>(steps), xfer = x.seconds - x.wait_seconds;
+        std::printf("exchange %.1f%% of step time (rank 0, per step: %.2f ms transfer + additions, %.2f ms waiting for "
+                    "the slower rank): %.3f MB sent per step per rank in %.1f messages\n",
+                    100.0 * xfer / s.train_seconds, 1e3 * xfer / n, 1e3 * x.wait_seconds / n,
+                    static_cast<double>(x.bytes_sent) / 1e6 / n, static_cast<double>(x.messages) / n);
+      }
       const kern::PeakResult peak = kern::measure_peak();
       std::printf("kernels %s on %s\n", kern::active_name(), isa::cpu_description().c_str());
       std::printf("tok/s %.0f  GFLOP/s %.1f (%.0f%% of the FMA peak %.0f GFLOP/s; core/gemm alone %.0f)  peak RSS %.0f MiB\n",

@@ -155,6 +155,49 @@ void dense_grad_reference(const Addresses& a, const float* dout, int64_t width, 
     }
 }
 
+void merge_sparse(const SparseGrad& a, const SparseGrad& b, SparseGrad& out) {
+  PG_CHECK(a.width == b.width || a.size() == 0 || b.size() == 0, "merge_sparse: widths ", a.width, " and ", b.width);
+  PG_CHECK(&out != &a && &out != &b, "merge_sparse: out aliases an input");
+  const int64_t w = a.size() ? a.width : b.width;
+  const int64_t na = a.size(), nb = b.size();
+  // Serial pass: the merged row order and, per output row, its source in a and b (-1 = absent).
+  out.width = w;
+  out.rows.clear();
+  out.rows.reserve(static_cast<size_t>(na + nb));
+  thread_local std::vector<std::pair<int64_t, int64_t>> src;  // reused across calls (and simulated ranks)
+  src.clear();
+  src.reserve(static_cast<size_t>(na + nb));
+  int64_t i = 0, j = 0;
+  while (i < na || j < nb) {
+    const int64_t ra = i < na ? a.rows[static_cast<size_t>(i)] : INT64_MAX;
+    const int64_t rb = j < nb ? b.rows[static_cast<size_t>(j)] : INT64_MAX;
+    if (ra < rb) {
+      out.rows.push_back(ra), src.emplace_back(i++, -1);
+    } else if (rb < ra) {
+      out.rows.push_back(rb), src.emplace_back(-1, j++);
+    } else {
+      out.rows.push_back(ra), src.emplace_back(i++, j++);
+    }
+  }
+  const int64_t U = static_cast<int64_t>(out.rows.size());
+  out.values.resize(static_cast<size_t>(U * w));
+  const std::pair<int64_t, int64_t>* sp = src.data();  // the calling thread's: OpenMP workers have their own
+#pragma omp parallel for schedule(static) if (U > 1024)
+  for (int64_t u = 0; u < U; ++u) {
+    const auto [ia, ib] = sp[u];
+    float* d = out.values.data() + u * w;
+    if (ib < 0) {
+      std::memcpy(d, a.values.data() + ia * w, sizeof(float) * static_cast<size_t>(w));
+    } else if (ia < 0) {
+      std::memcpy(d, b.values.data() + ib * w, sizeof(float) * static_cast<size_t>(w));
+    } else {
+      const float* x = a.values.data() + ia * w;
+      const float* y = b.values.data() + ib * w;
+      for (int64_t k = 0; k < w; ++k) d[k] = x[k] + y[k];
+    }
+  }
+}
+
 SparseGradAccumulator::SparseGradAccumulator(int64_t rows, int64_t width)
     : width_(width), slot_(static_cast<size_t>(rows), -1) {}
 

@@ -35,6 +35,12 @@ struct SparseGradScratch {
 void sparse_grad(const Addresses& a, const float* dout, int64_t width, bool sums_heads, SparseGrad& out,
                  SparseGradScratch& scratch);
 
+// out = a + b for two sparse gradients of one table (width equal; rows sorted and unique in each): the sorted
+// union of their rows, a row held by both getting a[j] + b[j] (one float addition per element: the fixed tree of
+// micro-batches and ranks, train/grad_tree.h, is built from these). out must not alias a or b; its buffers are
+// reused. Deterministic for any thread count.
+void merge_sparse(const SparseGrad& a, const SparseGrad& b, SparseGrad& out);
+
 // Dense reference (for tests): scatter-adds every entry serially into dense [rows, width].
 void dense_grad_reference(const Addresses& a, const float* dout, int64_t width, bool sums_heads, float* dense);
 

@@ -9,8 +9,9 @@ namespace pg {
 MemoryTable::MemoryTable(std::unique_ptr<MemoryLayout> layout, RowwiseRmsSettings opt)
     : layout_(std::move(layout)),
       values_(static_cast<size_t>(layout_->rows() * layout_->width()), 0.0f),
-      opt_(layout_->rows(), layout_->width(), opt),
-      acc_(layout_->rows(), layout_->width()) {}
+      opt_(layout_->rows(), layout_->width(), opt) {
+  pending_.width = mb_grad_.width = merged_.width = layout_->width();
+}
 
 void MemoryTable::catch_up(const Addresses& a) {
   if (opt_.settings().weight_decay == 0.0 || step_ == 0) return;
@@ -27,14 +28,20 @@ void MemoryTable::gather(const Addresses& a, float* out) const {
 
 void MemoryTable::accumulate_grad(const Addresses& a, const float* dout) {
   sparse_grad(a, dout, layout_->width(), layout_->sums_heads(), mb_grad_, scratch_);
-  acc_.add(mb_grad_);
+  if (pending_.size() == 0) {
+    std::swap(pending_, mb_grad_);  // buffers are swapped, not copied; both keep their capacity
+    return;
+  }
+  merge_sparse(pending_, mb_grad_, merged_);
+  std::swap(pending_, merged_);
 }
 
 void MemoryTable::apply_update(int64_t t) {
   PG_CHECK(t > step_, "table update for step ", t, " after step ", step_);
-  opt_.update(values_.data(), acc_.rows(), acc_.values(), t);
-  touched_last_ = acc_.touched();
-  acc_.clear();
+  PG_CHECK(pending_.size() == 0 || pending_.width == layout_->width(), "pending gradient of width ", pending_.width);
+  opt_.update(values_.data(), pending_.rows, pending_.values.data(), t);
+  touched_last_ = pending_.size();
+  pending_.rows.clear();  // values keep their capacity
   step_ = t;
 }
 
@@ -79,7 +86,7 @@ TableStats MemoryTable::stats() const {
 }
 
 void MemoryTable::save(const h5::Group& g) const {
-  PG_CHECK(acc_.touched() == 0, "saving a memory table with a pending gradient");
+  PG_CHECK(pending_.size() == 0, "saving a memory table with a pending gradient");
   for (const auto& [k, v] : layout_->identity()) g.set_attr(k, v);
   g.set_attr("completed_step", step_);
   const auto seeds = layout_->derived_seeds();
@@ -122,7 +129,7 @@ void MemoryTable::load(const h5::Group& g) {
                       "a corrupt file)"));
   opt_.load(g.sub("optimizer"), step);
   step_ = step;
-  acc_.clear();
+  pending_.rows.clear();
   touched_last_ = 0;
 }
 

@@ -15,6 +15,14 @@
 
 namespace pg {
 
+// A read-only look at a table's pending sparse gradient: sorted unique rows and their summed gradients.
+struct PendingGrad {
+  const SparseGrad* g;
+  std::span<const int64_t> rows() const { return g->rows; }
+  const float* values() const { return g->values.data(); }
+  int64_t touched() const { return g->size(); }
+};
+
 struct TableStats {
   int64_t step = 0;          // last completed update
   int64_t rows = 0;          // table rows
@@ -42,12 +50,16 @@ class MemoryTable {
   void catch_up(const Addresses& a);
   // out [a.n, readout_width()] (see gather_signed). Call catch_up(a) first when weight decay is on.
   void gather(const Addresses& a, float* out) const;
-  // dout [a.n, readout_width()]: adds this micro-batch's sparse gradient to the step's accumulator.
+  // dout [a.n, readout_width()]: adds this micro-batch's sparse gradient to the pending gradient (pending + this,
+  // row-wise; into an empty pending gradient it is moved, not added).
   void accumulate_grad(const Addresses& a, const float* dout);
-  // The row-wise update of step t (1-based, > completed_step()) with the accumulated gradient; clears it.
+  // The row-wise update of step t (1-based, > completed_step()) with the pending gradient; clears it.
   // The optimizer's lr schedule must be set.
   void apply_update(int64_t t);
-  const SparseGradAccumulator& pending() const { return acc_; }
+  PendingGrad pending() const { return {&pending_}; }
+  // The pending gradient itself, for the trainer's fixed-tree combination of micro-batches and ranks
+  // (train/grad_tree.h): it may swap it out and put a merged one back (rows sorted and unique, this width).
+  SparseGrad& pending_grad() { return pending_; }
   // Brings every row to the end of the last completed step (before export, quantization or inspection).
   void materialize();
 
@@ -64,8 +76,7 @@ class MemoryTable {
   std::unique_ptr<MemoryLayout> layout_;
   std::vector<float> values_;
   RowwiseRmsOptimizer opt_;
-  SparseGradAccumulator acc_;
-  SparseGrad mb_grad_;
+  SparseGrad pending_, mb_grad_, merged_;
   SparseGradScratch scratch_;
   std::vector<int64_t> unique_;
   int64_t step_ = 0;

@@ -5,7 +5,7 @@
 
 Every dataset of both files is compared byte for byte, except the timing columns (train/elapsed_s,
 train/tok_per_s); file attributes are compared except those naming the build or the time (revision, kernels, cpu,
-command, elapsed_s, threads, pinned, cpus, started, hostname) and the summary group's timing fractions. Prints one line
+command, elapsed_s, threads, pinned, cpus, ranks, started, hostname) and the summary group's timing fractions. Prints one line
 per file and exits 1 on any difference, naming it.
 """
 import re
@@ -16,7 +16,7 @@ import numpy as np
 
 TIMING = {"train/elapsed_s", "train/tok_per_s"}
 VOLATILE_ATTRS = {"revision", "kernels", "cpu", "command", "elapsed_s", "threads", "pinned", "cpus", "started",
-                  "hostname", "host", "updated", "build_type", "compiler_flags", "revisions"}
+                  "hostname", "host", "updated", "build_type", "compiler_flags", "revisions", "ranks"}
 
 
 def datasets(f):

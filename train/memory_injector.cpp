@@ -117,26 +117,44 @@ void MemoryInjector::prepare(std::span<const int32_t> tokens, std::span<const ui
 
 template <class Tok>
 void MemoryInjector::observe_impl(std::span<const Tok> tokens, std::span<const uint64_t> doc_offsets,
-                                  std::span<const int64_t> window_starts, int64_t T) {
+                                  std::span<const int64_t> window_starts, int64_t T, bool prepared) {
   if (!collisions_) return;
   const Timer t;
-  PG_CHECK(addr_.n == static_cast<int64_t>(window_starts.size()) * T,
-           "observe_collisions() does not match the last prepare()");
+  const Addresses* a = &addr_;
+  if (prepared) {
+    PG_CHECK(addr_.n == static_cast<int64_t>(window_starts.size()) * T,
+             "observe_collisions() does not match the last prepare()");
+  } else {
+    compute_window_addresses(table_->layout(), tokens, doc_offsets, window_starts, T, obs_addr_);
+    a = &obs_addr_;
+  }
   compute_window_ngram_keys(table_->layout(), tokens, doc_offsets, window_starts, T, keys_);
-  collisions_->add(addr_.rows.data(), keys_.data(), addr_.n);
+  collisions_->add(a->rows.data(), keys_.data(), a->n);
   times_.collisions += t.seconds();
 }
 void MemoryInjector::observe_collisions(std::span<const uint16_t> tokens, std::span<const uint64_t> doc_offsets,
                                         std::span<const int64_t> window_starts, int64_t T) {
-  observe_impl(tokens, doc_offsets, window_starts, T);
+  observe_impl(tokens, doc_offsets, window_starts, T, true);
 }
 void MemoryInjector::observe_collisions(std::span<const uint32_t> tokens, std::span<const uint64_t> doc_offsets,
                                         std::span<const int64_t> window_starts, int64_t T) {
-  observe_impl(tokens, doc_offsets, window_starts, T);
+  observe_impl(tokens, doc_offsets, window_starts, T, true);
 }
 void MemoryInjector::observe_collisions(std::span<const int32_t> tokens, std::span<const uint64_t> doc_offsets,
                                         std::span<const int64_t> window_starts, int64_t T) {
-  observe_impl(tokens, doc_offsets, window_starts, T);
+  observe_impl(tokens, doc_offsets, window_starts, T, true);
+}
+void MemoryInjector::observe_collisions_of(std::span<const uint16_t> tokens, std::span<const uint64_t> doc_offsets,
+                                           std::span<const int64_t> window_starts, int64_t T) {
+  observe_impl(tokens, doc_offsets, window_starts, T, false);
+}
+void MemoryInjector::observe_collisions_of(std::span<const uint32_t> tokens, std::span<const uint64_t> doc_offsets,
+                                           std::span<const int64_t> window_starts, int64_t T) {
+  observe_impl(tokens, doc_offsets, window_starts, T, false);
+}
+void MemoryInjector::observe_collisions_of(std::span<const int32_t> tokens, std::span<const uint64_t> doc_offsets,
+                                           std::span<const int64_t> window_starts, int64_t T) {
+  observe_impl(tokens, doc_offsets, window_starts, T, false);
 }
 
 StepCollisionStats MemoryInjector::finish_collisions(bool report) {

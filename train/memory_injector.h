@@ -92,6 +92,14 @@ class MemoryInjector : public ResidualInjector {
                           std::span<const int64_t> window_starts, int64_t T);
   void observe_collisions(std::span<const int32_t> tokens, std::span<const uint64_t> doc_offsets,
                           std::span<const int64_t> window_starts, int64_t T);
+  // The same for windows this process did not prepare (a data-parallel rank observes the other ranks'
+  // micro-batches too): their addresses are computed here, nothing else.
+  void observe_collisions_of(std::span<const uint16_t> tokens, std::span<const uint64_t> doc_offsets,
+                             std::span<const int64_t> window_starts, int64_t T);
+  void observe_collisions_of(std::span<const uint32_t> tokens, std::span<const uint64_t> doc_offsets,
+                             std::span<const int64_t> window_starts, int64_t T);
+  void observe_collisions_of(std::span<const int32_t> tokens, std::span<const uint64_t> doc_offsets,
+                             std::span<const int64_t> window_starts, int64_t T);
   StepCollisionStats finish_collisions(bool report);
   const StepCollisionCounter* collision_counter() const { return collisions_.get(); }
 
@@ -102,6 +110,8 @@ class MemoryInjector : public ResidualInjector {
   // ---- Per step.
   // Dense memory parameters as named views into one allocation (W_V and W_K decayed; gates and norms not).
   std::vector<ParamView> dense_params();
+  // All dense gradients as one span (the views of dense_params() lie inside it).
+  std::span<float> dense_grads() { return grads_; }
   void zero_dense_grads();
   // The backbone's schedule; the table uses it times memory.lr_mult.
   void set_schedule(const LrSchedule& backbone);
@@ -127,7 +137,7 @@ class MemoryInjector : public ResidualInjector {
                     std::span<const int64_t> window_starts, int64_t T);
   template <class Tok>
   void observe_impl(std::span<const Tok> tokens, std::span<const uint64_t> doc_offsets,
-                    std::span<const int64_t> window_starts, int64_t T);
+                    std::span<const int64_t> window_starts, int64_t T, bool prepared);
   int64_t layer_slot(int64_t layer) const;
   void project();  // e = W_V u (and k = W_K u) for the N_ rows of u_
   void finish_backward();
@@ -156,6 +166,7 @@ class MemoryInjector : public ResidualInjector {
   MemoryPhaseTimes times_;
   std::unique_ptr<StepCollisionCounter> collisions_;  // null without memory.collision_stats
   std::vector<uint64_t> keys_;
+  Addresses obs_addr_;  // observe_collisions_of
 };
 
 }  // namespace pg

@@ -178,6 +178,7 @@ void RunLog::flush() {
     r.set_attr("threads", meta_.threads);
     r.set_attr("pinned", int64_t{meta_.pinned ? 1 : 0});
     r.set_attr("cpus", meta_.cpus);
+    r.set_attr("ranks", meta_.ranks);
     r.set_attr("host", host_name());
     r.set_attr("started", started_);
     r.set_attr("revisions", revisions());

@@ -17,6 +17,7 @@ struct RunMeta {
   int64_t threads = 1;
   bool pinned = false;
   std::string cpus;
+  int64_t ranks = 1;  // data-parallel ranks (threads, pinned and cpus are rank 0's)
 };
 
 class RunLog {

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "core/timer.h"
 #include "memory/normalize.h"
 
 namespace pg {
@@ -80,7 +81,8 @@ double evaluate(Transformer& model, const data::ValidationWindows& val, int64_t 
 }
 
 Session::Session(const ExperimentConfig& cfg, const SessionOptions& opt)
-    : cfg_(cfg), schedule_(schedule_of(cfg.train)) {
+    : cfg_(cfg), schedule_(schedule_of(cfg.train)), link_(opt.link) {
+  if (link_) check_ranks(cfg, link_->size());
   const int64_t B = opt.micro_batch > 0 ? opt.micro_batch : cfg.train.micro_batch;
   model_ = std::make_unique<Transformer>(cfg.model, B);
   model_->init(static_cast<uint64_t>(cfg.train.seed));
@@ -94,28 +96,93 @@ Session::Session(const ExperimentConfig& cfg, const SessionOptions& opt)
   }
 }
 
+void check_ranks(const ExperimentConfig& cfg, int ranks) {
+  const int64_t accum = cfg.train.accum_steps(cfg.model.context);
+  if (ranks >= 1 && is_power_of_two(ranks) && accum % ranks == 0) return;
+  throw ConfigError(str(ranks, " data-parallel ranks cannot split a step of ", accum, " micro-batches (train.tokens_per_step ",
+                        cfg.train.tokens_per_step, " = ", accum, " x ", cfg.train.micro_batch, " windows x ", cfg.model.context,
+                        " tokens) (hint: the ranks must be a power of two that divides ", accum,
+                        "; change the rank count, train.micro_batch or train.tokens_per_step)"));
+}
+
 StepStats Session::step(const data::TokenStore& store, data::WindowSampler& sampler, const StepOptions& opt) {
   PG_CHECK(adamw_, "Session::step without an optimizer");
   const TrainConfig& tc = cfg_.train;
   const int64_t T = cfg_.model.context, B = tc.micro_batch, accum = tc.accum_steps(T);
+  const int R = ranks(), r = rank();
+  const int64_t m = accum / R, lo = r * m;  // this rank's block of micro-batches
   windows_.resize(static_cast<size_t>(B * (T + 1)));
   starts_.resize(static_cast<size_t>(B));
   const int64_t t = st_.step + 1;
   StepStats out;
   out.lr = schedule_.lr(t);
-  model_->zero_grads();
-  if (mem_) mem_->zero_dense_grads();
+  // Every rank draws every start: the sampler's stream and counter do not depend on the ranks.
+  all_starts_.resize(static_cast<size_t>(accum * B));
+  for (int64_t& x : all_starts_) x = static_cast<int64_t>(sampler.next_start());
   const bool observe = mem_ && opt.observe_collisions;
-  double loss = 0.0;
-  for (int64_t a = 0; a < accum; ++a) {
+  std::span<float> g_model = model_->grads();
+  std::span<float> g_mem = mem_ ? mem_->dense_grads() : std::span<float>();
+  double loss = 0.0;  // of the tree's current node
+  const auto leaf = [&](int64_t a) {
     for (int64_t b = 0; b < B; ++b) {
-      starts_[static_cast<size_t>(b)] = static_cast<int64_t>(sampler.next_start());
+      starts_[static_cast<size_t>(b)] = all_starts_[static_cast<size_t>(a * B + b)];
       store.copy(static_cast<uint64_t>(starts_[static_cast<size_t>(b)]), static_cast<uint64_t>(T + 1),
                  windows_.data() + b * (T + 1));
     }
     if (mem_) prepare_memory(*mem_, store, starts_, T);
-    if (observe) store.with_ids([&](auto ids) { mem_->observe_collisions(ids, store.doc_offsets(), starts_, T); });
-    loss += model_->forward_backward(windows_.data(), B, 1.0f / static_cast<float>(accum));
+    if (observe && R == 1)
+      store.with_ids([&](auto ids) { mem_->observe_collisions(ids, store.doc_offsets(), starts_, T); });
+    model_->zero_grads();
+    if (mem_) {
+      mem_->zero_dense_grads();
+      PG_CHECK(mem_->table().pending().touched() == 0, "a micro-batch started with a pending table gradient");
+    }
+    loss = model_->forward_backward(windows_.data(), B, 1.0f / static_cast<float>(accum));
+  };
+  const auto save = [&](int d) {
+    Slot& s = slots_[static_cast<size_t>(d)];
+    s.model.assign(g_model.begin(), g_model.end());
+    s.memory.assign(g_mem.begin(), g_mem.end());
+    if (mem_) std::swap(s.table, mem_->table().pending_grad()), mem_->table().pending_grad().rows.clear();
+    s.loss = loss;
+  };
+  const auto combine = [&](int d) {  // current = slot d (left) + current (right)
+    Slot& s = slots_[static_cast<size_t>(d)];
+    const auto add = [](const std::vector<float>& left, std::span<float> right) {
+      const size_t n = right.size();
+#pragma omp parallel for schedule(static) if (n > 65536)
+      for (size_t i = 0; i < n; ++i) right[i] = left[i] + right[i];
+    };
+    add(s.model, g_model);
+    add(s.memory, g_mem);
+    if (mem_) {
+      SparseGrad& cur = mem_->table().pending_grad();
+      merge_sparse(s.table, cur, merged_);
+      std::swap(cur, merged_);
+    }
+    loss = s.loss + loss;
+  };
+  slots_.resize(static_cast<size_t>(tree_depth(m)));
+  tree_reduce(lo, m, leaf, save, combine);
+  if (R > 1) {  // the top log2(R) levels of the tree, across ranks
+    if (measure_exchange_) {
+      const Timer w;
+      double sync = 0;
+      tree_allreduce(*link_, sync);  // not counted as traffic
+      xstats_.wait_seconds += w.seconds();
+      xstats_.seconds += w.seconds();
+    }
+    tree_allreduce(*link_, g_model, scratch_, &xstats_);
+    if (!g_mem.empty()) tree_allreduce(*link_, g_mem, scratch_, &xstats_);
+    if (mem_) tree_allreduce(*link_, mem_->table().pending_grad(), recv_, merged_, bytes_, &xstats_);
+    tree_allreduce(*link_, loss, &xstats_);
+    // Collision statistics observe every micro-batch of the step in order (only their addresses are needed).
+    if (observe)
+      for (int64_t a = 0; a < accum; ++a)
+        store.with_ids([&](auto ids) {
+          mem_->observe_collisions_of(ids, store.doc_offsets(),
+                                      std::span<const int64_t>(all_starts_.data() + a * B, static_cast<size_t>(B)), T);
+        });
   }
   out.loss = loss / static_cast<double>(accum);
   out.grad_norm = adamw_->grad_norm();
@@ -124,6 +191,15 @@ StepStats Session::step(const data::TokenStore& store, data::WindowSampler& samp
   adamw_->step(t, out.lr);
   if (mem_) {
     out.memory = mem_->stats();  // before the update: rows touched this step
+    if (R > 1 && !out.memory.mean_alpha.empty() && (r == 0 || r == R - 1)) {
+      // The mean gate of the step's last micro-batch, which rank R-1 computed: to rank 0, which logs it.
+      std::vector<double> theirs(out.memory.mean_alpha.size());
+      const auto& mine = out.memory.mean_alpha;
+      link_->sendrecv(r == 0 ? R - 1 : 0,
+                      {reinterpret_cast<const std::byte*>(mine.data()), mine.size() * sizeof(double)},
+                      {reinterpret_cast<std::byte*>(theirs.data()), theirs.size() * sizeof(double)});
+      if (r == 0) out.memory.mean_alpha = theirs;
+    }
     mem_->step_table(t);
     if (observe) out.collisions = mem_->finish_collisions(opt.report_collisions);
   }
@@ -131,6 +207,16 @@ StepStats Session::step(const data::TokenStore& store, data::WindowSampler& samp
   st_.tokens += tc.tokens_per_step;
   st_.sampler_counter = sampler.counter();
   return out;
+}
+
+int64_t Session::tree_bytes() const {
+  int64_t b = 0;
+  for (const Slot& s : slots_)
+    b += static_cast<int64_t>((s.model.capacity() + s.memory.capacity() + s.table.values.capacity()) * sizeof(float) +
+                              s.table.rows.capacity() * sizeof(int64_t));
+  b += static_cast<int64_t>((merged_.values.capacity() + recv_.values.capacity() + scratch_.capacity()) * sizeof(float) +
+                            (merged_.rows.capacity() + recv_.rows.capacity()) * sizeof(int64_t) + bytes_.capacity());
+  return b;
 }
 
 double Session::evaluate(const data::ValidationWindows& val, int64_t n, const data::TokenStore& heldout,

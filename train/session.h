@@ -22,6 +22,7 @@
 #include "train/adamw.h"
 #include "train/checkpoint.h"
 #include "train/config.h"
+#include "train/grad_tree.h"
 #include "train/memory_injector.h"
 
 namespace pg {
@@ -30,6 +31,10 @@ struct SessionOptions {
   bool optimizer = true;                       // allocate AdamW moments (false: evaluation, export, generation)
   const data::Tokenizer* tokenizer = nullptr;  // needed by Engram-faithful hashing (its compressed vocabulary)
   int64_t micro_batch = 0;                     // windows per forward pass (0: train.micro_batch)
+  // Data-parallel ranks (train/dist.h; nullptr = one process): this session computes its rank's block of each
+  // step's micro-batches and the ranks complete the gradient tree together (train/grad_tree.h). The number of
+  // ranks must be a power of two dividing train.accum_steps() (ConfigError otherwise).
+  PeerLink* link = nullptr;
 };
 
 // What one optimizer step did.
@@ -60,8 +65,10 @@ class Session {
   Session& operator=(const Session&) = delete;
 
   // One optimizer step (SPEC §4) on windows drawn by `sampler` from `store`: forward/backward over
-  // train.accum_steps() micro-batches, global-norm clip, AdamW at schedule().lr(step + 1), the table's row-wise
-  // update; then state().step, tokens and sampler_counter advance. Needs the optimizer.
+  // train.accum_steps() micro-batches, each into zeroed gradients, summed in the fixed tree of train/grad_tree.h
+  // (with ranks: this rank's contiguous block, then the exchanges), global-norm clip, AdamW at
+  // schedule().lr(step + 1), the table's row-wise update; then state().step, tokens and sampler_counter advance.
+  // Every rank draws every window start, so the data order does not depend on the ranks. Needs the optimizer.
   StepStats step(const data::TokenStore& store, data::WindowSampler& sampler, const StepOptions& opt = {});
 
   // Mean cross-entropy (nats) over the first n validation windows (all of them when n <= 0); the memory's
@@ -87,6 +94,17 @@ class Session {
   const TrainState& state() const { return st_; }
   // Parameters and optimizer moments all finite (checked before a checkpoint is written).
   bool finite() const;
+  // Data-parallel ranks (1 without a link) and this session's rank.
+  int ranks() const { return link_ ? link_->size() : 1; }
+  int rank() const { return link_ ? link_->rank() : 0; }
+  // Time and bytes of the gradient exchanges since the last reset (zeros for one rank).
+  const ExchangeStats& exchange_stats() const { return xstats_; }
+  void reset_exchange_stats() { xstats_ = {}; }
+  // Benchmarks: a synchronizing 8-byte exchange before each step's gradient exchange, timed apart as
+  // ExchangeStats::wait_seconds, so the rest measures the transfer and additions, not the ranks' imbalance.
+  void set_measure_exchange(bool on) { measure_exchange_ = on; }
+  // Extra bytes the gradient tree holds (saved left halves, exchange scratch), after the first step.
+  int64_t tree_bytes() const;
 
  private:
   ExperimentConfig cfg_;
@@ -96,8 +114,25 @@ class Session {
   std::unique_ptr<AdamW> adamw_;
   TrainState st_;
   std::vector<int32_t> windows_;
-  std::vector<int64_t> starts_;
+  std::vector<int64_t> starts_, all_starts_;
+  // The gradient tree: saved left halves (one per tree level below this rank's block) and exchange scratch.
+  struct Slot {
+    std::vector<float> model, memory;
+    SparseGrad table;
+    double loss = 0;
+  };
+  std::vector<Slot> slots_;
+  SparseGrad merged_, recv_;
+  std::vector<float> scratch_;
+  std::vector<std::byte> bytes_;
+  PeerLink* link_ = nullptr;
+  ExchangeStats xstats_;
+  bool measure_exchange_ = false;
 };
+
+// ConfigError unless `ranks` data-parallel ranks can split the micro-batches of cfg's steps (a power of two
+// that divides train.accum_steps()).
+void check_ranks(const ExperimentConfig& cfg, int ranks);
 
 // Builds the memory injector of cfg (nullptr for layout "none"), attaches it to the model and gives it the
 // run's schedule. The tokenizer is needed for Engram-faithful hashing and may be null otherwise.

@@ -16,6 +16,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "core/rng.h"
 #include "core/text.h"
 #include "core/threads.h"
 #include "core/timer.h"
@@ -160,8 +161,13 @@ TrainSummary train(const ExperimentConfig& cfg, const data::DataSet& ds, const T
     throw ConfigError(str("model.vocab = ", cfg.model.vocab, " but the tokenizer has ", ds.tokenizer->vocab_size(),
                           " pieces (hint: set model.vocab and tokenizer.vocab_size to the same value)"));
 
+  const int ranks = opt.link ? opt.link->size() : 1, rank = opt.link ? opt.link->rank() : 0;
+  if (opt.link) check_ranks(cfg, ranks);
+  const bool root = rank == 0;
+  const bool write_files = opt.write_files && root;  // rank 0 writes the run directory, the others nothing
   check_fits_in_memory(cfg, tc.out_dir);  // refused before allocating, not by the kernel's OOM killer
-  Session session(cfg, {.optimizer = true, .tokenizer = ds.tokenizer.get()});
+  Session session(cfg, {.optimizer = true, .tokenizer = ds.tokenizer.get(), .link = opt.link});
+  session.set_measure_exchange(opt.measure_exchange);
   MemoryInjector* mem = session.memory();
   TrainState& st = session.state();
   data::WindowSampler sampler = ds.sampler(T, static_cast<uint64_t>(tc.seed));
@@ -170,7 +176,7 @@ TrainSummary train(const ExperimentConfig& cfg, const data::DataSet& ds, const T
 
   const std::string ckpt = tc.out_dir + "/checkpoint.h5", log_path = tc.out_dir + "/log.h5";
   std::unique_ptr<RunDirLock> lock;
-  if (opt.write_files) {
+  if (write_files) {
     std::filesystem::create_directories(tc.out_dir);
     lock = std::make_unique<RunDirLock>(tc.out_dir, opt.command);
     remove_stale_temporaries(tc.out_dir);
@@ -184,9 +190,17 @@ TrainSummary train(const ExperimentConfig& cfg, const data::DataSet& ds, const T
     session.load(ckpt);
     sampler.set_counter(st.sampler_counter);
   }
-  RunMeta meta{cfg::dump(cfg), opt.command, threads.threads, threads.pinned, threads.cpus};
+  if (opt.link) {  // every rank must train the same thing from the same state (else their sums are garbage)
+    ExperimentConfig norm = cfg;
+    norm.train.threads = 0;
+    norm.train.out_dir = "";
+    check_same_on_all_ranks(*opt.link, hash_name(cfg::dump(norm)), "the config (train.threads and out_dir aside)");
+    check_same_on_all_ranks(*opt.link, hash_name(str(st.step, " ", st.sampler_counter, " ", resumed)),
+                            "the checkpoint to resume from (step and data position)");
+  }
+  RunMeta meta{cfg::dump(cfg), opt.command, threads.threads, threads.pinned, threads.cpus, ranks};
   // Without a checkpoint a "resume" starts over, and so does the log (no duplicate step-0 rows).
-  if (resumed && opt.write_files && st.step > 0) {
+  if (resumed && write_files && st.step > 0) {
     // The log must be this run's and hold every step up to the checkpoint (it is flushed before each checkpoint).
     if (!std::filesystem::exists(log_path))
       throw IoError(str(log_path, ": missing, but ", ckpt, " is at step ", st.step,
@@ -196,8 +210,9 @@ TrainSummary train(const ExperimentConfig& cfg, const data::DataSet& ds, const T
       throw IoError(str(log_path, ": the log belongs to a run with another config (hint: never copy logs between "
                         "runs; remove checkpoint.h5 and log.h5 to start over)"));
   }
+  // Every rank reads a resumed log (its losses feed the divergence rule, which every rank applies alike).
   RunLog log(log_path, meta, resumed ? st.step : -1);
-  if (resumed && opt.write_files && st.step > 0) {
+  if (resumed && write_files && st.step > 0) {
     const std::vector<int64_t>& steps = log.train_steps();
     bool contiguous = static_cast<int64_t>(steps.size()) == st.step;
     for (size_t i = 0; contiguous && i < steps.size(); ++i) contiguous = steps[i] == static_cast<int64_t>(i) + 1;
@@ -207,11 +222,13 @@ TrainSummary train(const ExperimentConfig& cfg, const data::DataSet& ds, const T
                         " one by one (hint: the log was edited or belongs to another run; remove checkpoint.h5 and "
                         "log.h5 to start over)"));
   }
-  if (opt.write_files) write_text_atomic(tc.out_dir + "/config.yaml", cfg::dump(cfg) + "\n");
+  if (write_files) write_text_atomic(tc.out_dir + "/config.yaml", cfg::dump(cfg) + "\n");
 
-  TrainProgress progress(opt.progress);
+  TrainProgress progress(opt.progress && root);
   progress.line(str("train ", cfg.name, ": ", total_steps, " steps x ", tc.tokens_per_step, " tokens (", accum,
-                    " micro-batches of ", B, "x", T, "), ", threads.threads, " threads", threads.pinned ? " pinned" : "",
+                    " micro-batches of ", B, "x", T, "), ",
+                    ranks > 1 ? str(ranks, " ranks x ", accum / ranks, " micro-batches, ") : std::string(),
+                    threads.threads, " threads", ranks > 1 ? " per rank" : "", threads.pinned ? " pinned" : "",
                     st.step > 0 ? str(", resuming at step ", st.step) : std::string()));
 
   TrainSummary sum;
@@ -236,18 +253,21 @@ TrainSummary train(const ExperimentConfig& cfg, const data::DataSet& ds, const T
   for (size_t i = 0; i < log.train_steps().size(); ++i) watch.add(log.train_steps()[i], log.train_losses()[i]);
   auto diverged = [&](const std::string& why) {
     log.set_status("diverged");
-    if (opt.write_files) log.flush();
+    if (write_files) log.flush();
     return UserError(str("training diverged at step ", st.step, ": ", why, " (hint: lower train.lr; the last good checkpoint is ",
                          std::filesystem::exists(ckpt) ? ckpt : std::string("not written yet"), ")"));
   };
   while (st.step < total_steps && (opt.stop_after < 0 || steps_this_call < opt.stop_after)) {
-    if (mem && steps_this_call == opt.untimed_steps) mem->reset_phase_times();  // time the timed steps only
+    if (steps_this_call == opt.untimed_steps) {  // time the timed steps only
+      if (mem) mem->reset_phase_times();
+      session.reset_exchange_stats();
+    }
     Timer step_timer;
     // Collision statistics: reported on the steps that reach the log file; every step is observed when the
     // owners' running counts are tracked (they count every lookup of the run).
     const bool log_step = (st.step + 1) % tc.log_interval == 0 || st.step + 1 == total_steps ||
                           (opt.stop_after >= 0 && steps_this_call + 1 == opt.stop_after);
-    const bool observe = mem && cfg.memory.collision_stats && (log_step || cfg.memory.collision_owners);
+    const bool observe = root && mem && cfg.memory.collision_stats && (log_step || cfg.memory.collision_owners);
     const StepStats ss = session.step(*ds.train, sampler, {.observe_collisions = observe, .report_collisions = log_step});
     const double loss = ss.loss, gnorm = ss.grad_norm, lr = ss.lr;
     // A diverged step is reported, never checkpointed (its update is discarded with the process).
@@ -258,6 +278,7 @@ TrainSummary train(const ExperimentConfig& cfg, const data::DataSet& ds, const T
       for (size_t j = 0; j < ms.gates.size(); ++j) log.scalar(str("memory/gate", j), st.step, ms.gates[j]);
       for (size_t j = 0; j < ms.mean_alpha.size(); ++j) log.scalar(str("memory/mean_alpha", j), st.step, ms.mean_alpha[j]);
       log.scalar("memory/touched_rows", st.step, static_cast<double>(ms.touched_rows));
+      sum.touched_rows = ms.touched_rows;
       if (observe && log_step) log.collisions(st.step, ss.collisions, cfg.memory.orders, cfg.memory.collision_owners);
     }
     const double dt = step_timer.seconds();
@@ -273,15 +294,15 @@ TrainSummary train(const ExperimentConfig& cfg, const data::DataSet& ds, const T
     const bool last = st.step == total_steps;
     if (last || (tc.eval_interval > 0 && st.step % tc.eval_interval == 0)) sum.final_eval = run_eval(st.step);
     const bool stop = last || (opt.stop_after >= 0 && steps_this_call == opt.stop_after);
-    const bool checkpoint = opt.write_files && (stop || (tc.checkpoint_interval > 0 && st.step % tc.checkpoint_interval == 0));
+    const bool checkpoint = write_files && (stop || (tc.checkpoint_interval > 0 && st.step % tc.checkpoint_interval == 0));
     // The log is flushed before a checkpoint, so it always holds every step the checkpoint has (a kill between
     // the two leaves extra rows, which a resume truncates); "finished" is written only after the final checkpoint.
-    if (opt.write_files && (checkpoint || st.step % tc.log_interval == 0)) log.flush();
+    if (write_files && (checkpoint || st.step % tc.log_interval == 0)) log.flush();
     if (checkpoint) {
       if (!session.finite()) throw diverged("non-finite parameters or optimizer state after the update");
       session.save(ckpt);
     }
-    if (opt.write_files && last) {
+    if (write_files && last) {
       log.set_status("finished");
       log.flush();
     }
@@ -297,7 +318,12 @@ TrainSummary train(const ExperimentConfig& cfg, const data::DataSet& ds, const T
   sum.train_seconds = train_seconds;
   if (mem) sum.memory_times = mem->phase_times();
   if (mem && mem->collision_counter()) sum.collision_owner_bytes = mem->collision_counter()->owner_bytes();
-  if (opt.write_files) {
+  sum.ranks = ranks, sum.rank = rank;
+  sum.exchange = session.exchange_stats();
+  sum.tree_bytes = session.tree_bytes();
+  sum.dense_grad_floats = static_cast<int64_t>(session.model().grads().size() + (mem ? mem->dense_grads().size() : 0));
+  sum.table_width = mem ? mem->table().layout().width() : 0;
+  if (write_files) {
     log.set_summary("train_tok_per_s", sum.train_tok_per_s);
     log.set_summary("peak_rss_kb", static_cast<double>(sum.peak_rss_kb));
     if (mem && train_seconds > 0) {  // the memory's own work (phase timers) as a share of the training steps

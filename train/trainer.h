@@ -20,6 +20,12 @@ struct TrainOptions {
   bool progress = true;      // progress line on stderr
   bool write_files = true;   // false: no log/checkpoint (benchmarks)
   int64_t untimed_steps = 0; // leading steps of this call left out of train_tok_per_s (warm-up)
+  // Data-parallel ranks (train/dist.h world_link(); nullptr = one process). Every rank computes its block of each
+  // step's micro-batches and holds the whole model and table; rank 0 alone writes the run directory (lock, log,
+  // checkpoints, config.yaml) and shows progress. Every rank evaluates (evaluation reads table rows, which brings
+  // them up to date: the replicas must stay bit-identical).
+  PeerLink* link = nullptr;
+  bool measure_exchange = false;  // split the exchange time into waiting for the partner and transfer (benchmarks)
 };
 
 struct TrainSummary {
@@ -32,6 +38,12 @@ struct TrainSummary {
   double final_train_loss = 0.0;
   int64_t peak_rss_kb = 0;
   int64_t collision_owner_bytes = 0;  // memory held for Foreign reading (b) (memory.collision_owners)
+  int ranks = 1, rank = 0;            // data-parallel ranks and this process's rank
+  ExchangeStats exchange;             // gradient exchanges of the timed steps (ranks > 1)
+  int64_t tree_bytes = 0;             // extra bytes of the gradient tree (saved halves, exchange scratch)
+  int64_t dense_grad_floats = 0;      // backbone + memory dense gradients (what a step's dense exchange sums)
+  int64_t touched_rows = 0;           // table rows with a gradient in the last step (its sparse exchange)
+  int64_t table_width = 0;            // floats per table row (0 without a table)
   std::string out_dir;
 };
 

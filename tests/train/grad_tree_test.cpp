@@ -1,0 +1,331 @@
+// The fixed gradient tree (train/grad_tree.h) without MPI: sparse merges equal the dense sum, the tree has the
+// documented shape, and ranks simulated by threads (an in-process PeerLink) give the single process's bits, for
+// the raw tree over random leaves and for whole training runs of every memory layout (train() with the link).
+// The real MPI runs are tests/mpi/mpi_train.sh.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "core/h5.h"
+#include "data/pipeline.h"
+#include "train/config.h"
+#include "train/grad_tree.h"
+#include "train/session.h"
+#include "train/trainer.h"
+#include "tests/test_util.h"
+
+namespace pg {
+namespace {
+
+namespace fs = std::filesystem;
+
+// R ranks as threads: one FIFO mailbox per ordered pair of ranks.
+class ThreadWorld {
+ public:
+  explicit ThreadWorld(int n) : n_(n), boxes_(static_cast<size_t>(n * n)) {}
+  class Link final : public PeerLink {
+   public:
+    Link(ThreadWorld* w, int r) : w_(w), r_(r) {}
+    int rank() const override { return r_; }
+    int size() const override { return w_->n_; }
+    void sendrecv(int partner, std::span<const std::byte> send, std::span<std::byte> recv) override {
+      w_->box(r_, partner).put(send);
+      w_->box(partner, r_).take(recv);
+    }
+
+   private:
+    ThreadWorld* w_;
+    int r_;
+  };
+  Link link(int r) { return Link(this, r); }
+
+ private:
+  struct Box {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::deque<std::vector<std::byte>> q;
+    void put(std::span<const std::byte> b) {
+      std::lock_guard<std::mutex> l(mu);
+      q.emplace_back(b.begin(), b.end());
+      cv.notify_all();
+    }
+    void take(std::span<std::byte> out) {
+      std::unique_lock<std::mutex> l(mu);
+      cv.wait(l, [&] { return !q.empty(); });
+      std::vector<std::byte> b = std::move(q.front());
+      q.pop_front();
+      ASSERT_EQ(b.size(), out.size());
+      if (!b.empty()) std::memcpy(out.data(), b.data(), b.size());
+    }
+  };
+  Box& box(int from, int to) { return boxes_[static_cast<size_t>(from * n_ + to)]; }
+  int n_;
+  std::vector<Box> boxes_;
+};
+
+SparseGrad random_sparse(std::mt19937& g, int64_t table_rows, int64_t width, int64_t n) {
+  std::set<int64_t> rows;
+  std::uniform_int_distribution<int64_t> pick(0, table_rows - 1);
+  while (static_cast<int64_t>(rows.size()) < n) rows.insert(pick(g));
+  SparseGrad s;
+  s.width = width;
+  s.rows.assign(rows.begin(), rows.end());
+  std::normal_distribution<float> d;
+  s.values.resize(static_cast<size_t>(n * width));
+  for (float& x : s.values) x = d(g);
+  return s;
+}
+
+TEST(GradTree, SparseMergeEqualsTheDenseSum) {
+  std::mt19937 g(7);
+  const int64_t rows = 5000, w = 12;
+  for (int64_t na : {0, 1, 300, 2500}) {
+    for (int64_t nb : {0, 7, 2000}) {
+      const SparseGrad a = random_sparse(g, rows, w, na), b = random_sparse(g, rows, w, nb);
+      SparseGrad out;
+      merge_sparse(a, b, out);
+      std::vector<float> dense(static_cast<size_t>(rows * w), 0.0f), got(dense.size(), 0.0f);
+      std::vector<char> touched(static_cast<size_t>(rows), 0);
+      for (const SparseGrad* s : {&a, &b})
+        for (int64_t u = 0; u < s->size(); ++u) {
+          touched[static_cast<size_t>(s->rows[static_cast<size_t>(u)])] = 1;
+          for (int64_t j = 0; j < w; ++j) dense[static_cast<size_t>(s->rows[static_cast<size_t>(u)] * w + j)] += s->values[static_cast<size_t>(u * w + j)];
+        }
+      ASSERT_EQ(out.size(), std::count(touched.begin(), touched.end(), 1));
+      for (int64_t u = 0; u < out.size(); ++u) {
+        if (u > 0) {
+          ASSERT_LT(out.rows[static_cast<size_t>(u - 1)], out.rows[static_cast<size_t>(u)]);
+        }
+        for (int64_t j = 0; j < w; ++j) got[static_cast<size_t>(out.rows[static_cast<size_t>(u)] * w + j)] = out.values[static_cast<size_t>(u * w + j)];
+      }
+      // 0 + a + b = a + b exactly: the dense reference has the same bits.
+      ASSERT_EQ(0, std::memcmp(got.data(), dense.data(), dense.size() * sizeof(float))) << na << " " << nb;
+    }
+  }
+}
+
+// The tree over n leaves as a string, and the slots it uses.
+std::string tree_string(int64_t lo, int64_t n, int* max_slot) {
+  std::vector<std::string> slots(16);
+  std::string cur;
+  tree_reduce(
+      lo, n, [&](int64_t i) { cur = std::to_string(i); },
+      [&](int d) {
+        *max_slot = std::max(*max_slot, d);
+        slots[static_cast<size_t>(d)] = cur;
+      },
+      [&](int d) { cur = "(" + slots[static_cast<size_t>(d)] + "+" + cur + ")"; });
+  return cur;
+}
+
+TEST(GradTree, ShapeIsTheDocumentedBisection) {
+  int m = -1;
+  EXPECT_EQ(tree_string(0, 1, &m), "0");
+  EXPECT_EQ(m, -1);
+  EXPECT_EQ(tree_string(0, 4, &m), "((0+1)+(2+3))");
+  EXPECT_EQ(tree_string(0, 3, &m), "((0+1)+2)");
+  EXPECT_EQ(tree_string(0, 6, &m), "(((0+1)+2)+((3+4)+5))");
+  // A rank's block is a subtree of the whole step's tree (the ranks complete the levels above it).
+  EXPECT_EQ(tree_string(0, 12, &m), "(" + std::string("(") + tree_string(0, 3, &m) + "+" + tree_string(3, 3, &m) + ")+(" +
+                                        tree_string(6, 3, &m) + "+" + tree_string(9, 3, &m) + "))");
+  for (int64_t n = 1; n <= 40; ++n) {
+    int used = -1;
+    tree_string(0, n, &used);
+    EXPECT_EQ(used + 1, tree_depth(n)) << n;
+  }
+}
+
+// One tree node's value: a dense vector, a sparse list, a loss.
+struct Node {
+  std::vector<float> dense;
+  SparseGrad sparse;
+  double loss = 0;
+};
+
+// Leaves of a step: micro-batch i's random gradient (fixed by the seed and i).
+Node leaf_of(int64_t i) {
+  std::mt19937 g(static_cast<uint32_t>(1000 + i));
+  Node n;
+  n.dense.resize(1001);  // odd: the halving splits unevenly
+  std::normal_distribution<float> d(0.0f, 1.0f + static_cast<float>(i));
+  for (float& x : n.dense) x = d(g);
+  n.sparse = random_sparse(g, 3000, 8, 200 + 37 * i);
+  n.loss = 5.0 + std::normal_distribution<double>(0, 1)(g);
+  return n;
+}
+
+// The tree over micro-batches [lo, lo + n) as one process computes it.
+Node local_tree(int64_t lo, int64_t n) {
+  Node cur;
+  std::vector<Node> slots(static_cast<size_t>(tree_depth(n)));
+  tree_reduce(
+      lo, n, [&](int64_t i) { cur = leaf_of(i); }, [&](int d) { slots[static_cast<size_t>(d)] = cur; },
+      [&](int d) {
+        const Node& l = slots[static_cast<size_t>(d)];
+        for (size_t k = 0; k < cur.dense.size(); ++k) cur.dense[k] = l.dense[k] + cur.dense[k];
+        SparseGrad m;
+        merge_sparse(l.sparse, cur.sparse, m);
+        cur.sparse = m;
+        cur.loss = l.loss + cur.loss;
+      });
+  return cur;
+}
+
+void expect_same_bits(const Node& a, const Node& b, const std::string& what) {
+  ASSERT_EQ(a.dense.size(), b.dense.size()) << what;
+  EXPECT_EQ(0, std::memcmp(a.dense.data(), b.dense.data(), a.dense.size() * sizeof(float))) << what << ": dense";
+  EXPECT_EQ(a.sparse.rows, b.sparse.rows) << what;
+  ASSERT_EQ(a.sparse.values.size(), b.sparse.values.size()) << what;
+  EXPECT_EQ(0, std::memcmp(a.sparse.values.data(), b.sparse.values.data(), a.sparse.values.size() * sizeof(float)))
+      << what << ": sparse";
+  EXPECT_EQ(std::memcmp(&a.loss, &b.loss, sizeof(double)), 0) << what << ": loss";
+}
+
+TEST(GradTree, SimulatedRanksGiveTheSingleProcessBits) {
+  for (int64_t accum : {8, 12, 16}) {
+    const Node one = local_tree(0, accum);
+    // A sequential sum (the old accumulation) differs: the test would notice a tree that is not applied.
+    Node seq = leaf_of(0);
+    for (int64_t i = 1; i < accum; ++i) {
+      const Node l = leaf_of(i);
+      for (size_t k = 0; k < seq.dense.size(); ++k) seq.dense[k] += l.dense[k];
+    }
+    EXPECT_NE(0, std::memcmp(seq.dense.data(), one.dense.data(), seq.dense.size() * sizeof(float)));
+    for (int R : {2, 4, 8}) {
+      if (accum % R) continue;
+      ThreadWorld world(R);
+      std::vector<Node> got(static_cast<size_t>(R));
+      std::vector<ExchangeStats> st(static_cast<size_t>(R));
+      std::vector<std::thread> th;
+      for (int r = 0; r < R; ++r)
+        th.emplace_back([&, r] {
+          ThreadWorld::Link link = world.link(r);
+          Node n = local_tree(r * (accum / R), accum / R);
+          std::vector<float> scratch;
+          SparseGrad a, b;
+          std::vector<std::byte> buf;
+          tree_allreduce(link, std::span<float>(n.dense), scratch, &st[static_cast<size_t>(r)]);
+          tree_allreduce(link, n.sparse, a, b, buf, &st[static_cast<size_t>(r)]);
+          tree_allreduce(link, n.loss, &st[static_cast<size_t>(r)]);
+          got[static_cast<size_t>(r)] = std::move(n);
+        });
+      for (auto& t : th) t.join();
+      for (int r = 0; r < R; ++r)
+        expect_same_bits(one, got[static_cast<size_t>(r)], "accum " + std::to_string(accum) + ", rank " +
+                                                               std::to_string(r) + " of " + std::to_string(R));
+      // Dense: recursive halving + doubling sends 2 (R-1)/R of the vector per rank (+-1 element per level).
+      const double dense_bytes = 1001.0 * 4 * 2 * (R - 1) / R;
+      EXPECT_GT(st[0].bytes_sent, dense_bytes - 64);
+    }
+  }
+}
+
+TEST(GradTree, RankCountsThatCannotSplitAStepAreRefused) {
+  ExperimentConfig c = load_experiment(testing::kTinyConfig);  // 4 micro-batches per step
+  EXPECT_NO_THROW(check_ranks(c, 1));
+  EXPECT_NO_THROW(check_ranks(c, 2));
+  EXPECT_NO_THROW(check_ranks(c, 4));
+  for (int bad : {3, 8, 6}) {
+    try {
+      check_ranks(c, bad);
+      ADD_FAILURE() << bad;
+    } catch (const ConfigError& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find("hint"), std::string::npos) << m;
+      EXPECT_EQ(m.find('\n'), std::string::npos) << m;
+    }
+  }
+}
+
+// Whole training runs: ranks as threads through train() (rank 0 writes the run directory) against one process.
+class SimulatedRanks : public ::testing::TestWithParam<std::string> {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = testing::make_temp_dir("gradtree");
+    base_ = load_experiment(testing::kTinyConfig,
+                            testing::with_sets(testing::tiny_fixture_sets(dir_),
+                                               {"train.steps=6", "train.eval_interval=3", "train.eval_windows=8",
+                                                "train.checkpoint_interval=0", "train.log_interval=1",
+                                                "memory.target_params=100000", "train.threads=1"}));
+    data::tokenize(base_.data, base_.tokenizer);
+  }
+  static void TearDownTestSuite() { fs::remove_all(dir_); }
+  // Every trained value of a run: checkpoint parameters, moments, the table and its optimizer; the log's losses.
+  static std::map<std::string, std::vector<char>> datasets(const std::string& out_dir) {
+    std::map<std::string, std::vector<char>> out;
+    const auto put = [&](const std::string& k, const auto& v) {
+      const char* p = reinterpret_cast<const char*>(v.data());
+      out[k] = std::vector<char>(p, p + v.size() * sizeof(v[0]));
+    };
+    h5::File f = h5::File::open(out_dir + "/checkpoint.h5");
+    for (const std::string path : {"params", "adam/m", "adam/v", "memory/dense", "memory/table"}) {
+      h5::Group g = f.root();
+      bool ok = true;
+      for (size_t a = 0, b; ok && a <= path.size(); a = b + 1) {
+        b = path.find('/', a);
+        if (b == std::string::npos) b = path.size();
+        const std::string part = path.substr(a, b - a);
+        ok = g.has(part);
+        if (ok) g = g.sub(part);
+      }
+      if (!ok) continue;
+      if (path == "memory/table") {
+        put(path + "/table", g.read<float>("table"));
+        put(path + "/optimizer/v", g.sub("optimizer").read<float>("v"));
+        put(path + "/optimizer/last", g.sub("optimizer").read<int32_t>("last"));
+        continue;
+      }
+      for (const auto& name : g.children()) put(path + "/" + name, g.read<float>(name));
+    }
+    h5::File l = h5::File::open(out_dir + "/log.h5");
+    put("log/train/loss", l.root().sub("train").read<double>("loss"));
+    put("log/train/grad_norm", l.root().sub("train").read<double>("grad_norm"));
+    put("log/eval/loss", l.root().sub("eval").read<double>("loss"));
+    return out;
+  }
+  static inline fs::path dir_;
+  static inline ExperimentConfig base_;
+};
+
+TEST_P(SimulatedRanks, CheckpointsEqualTheSingleProcessRun) {
+  ExperimentConfig c = base_;
+  c.memory.layout = GetParam();
+  const auto run = [&](const std::string& name, int R) {
+    ExperimentConfig rc = c;
+    rc.train.out_dir = (dir_ / (GetParam() + "_" + name)).string();
+    ThreadWorld world(R);
+    std::vector<std::thread> th;
+    for (int r = 0; r < R; ++r)
+      th.emplace_back([&, r] {
+        ThreadWorld::Link link = world.link(r);
+        data::DataSet ds = data::open_dataset(rc.data, rc.tokenizer);
+        TrainOptions opt;
+        opt.progress = false;
+        opt.link = R > 1 ? &link : nullptr;
+        train(rc, ds, opt);
+      });
+    for (auto& t : th) t.join();
+    return rc.train.out_dir;
+  };
+  const auto one = datasets(run("r1", 1));
+  ASSERT_GT(one.size(), 10u);
+  for (int R : {2, 4}) {
+    const auto got = datasets(run("r" + std::to_string(R), R));
+    ASSERT_EQ(got.size(), one.size());
+    for (const auto& [k, v] : one) EXPECT_TRUE(got.count(k) && got.at(k) == v) << GetParam() << " R=" << R << ": " << k;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, SimulatedRanks, ::testing::Values("none", "flat", "engram", "pagegram"));
+
+}  // namespace
+}  // namespace pg
