@@ -175,6 +175,10 @@ class BlockLru {
  public:
   explicit BlockLru(int64_t capacity) : cap_(capacity), prev_(capacity), next_(capacity), block_(capacity) {}
   int64_t capacity() const { return cap_; }
+  void clear() {
+    map_.clear();
+    head_ = tail_ = -1;
+  }
   // The slot of a cached block (made most recent), or -1.
   int64_t touch(uint32_t b) {
     auto it = map_.find(b);
@@ -345,12 +349,16 @@ class DirectSource final : public TableSource {
     PG_CHECK(it != local_.end(), "block ", b, " neither read nor cached");
     return it->second;
   }
+  // Reads every block of reads_ and verifies it. On a failed or corrupt read, the reads still in flight are waited
+  // for (the kernel writes into their buffers until they complete) and the cache is emptied (its slots of this fetch
+  // hold no verified data) before the error is thrown.
   void read_all() {
 #ifdef PG_HAVE_URING
-    size_t next = 0, done = 0;
+    size_t next = 0, reaped = 0;
     int inflight = 0;
-    while (done < reads_.size()) {
-      while (next < reads_.size() && inflight < depth_) {
+    std::string error;
+    while (reaped < next || (error.empty() && next < reads_.size())) {
+      while (error.empty() && next < reads_.size() && inflight < depth_) {
         io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
         if (!sqe) break;
         const Read& r = reads_[next];
@@ -360,27 +368,32 @@ class DirectSource final : public TableSource {
         ++inflight;
       }
       const int e = io_uring_submit_and_wait(&ring_, 1);
-      if (e < 0 && e != -EINTR) throw IoError(str("table file ", path_, ": io_uring submit failed: ", std::strerror(-e)));
+      if (e < 0 && e != -EINTR) {
+        if (error.empty()) error = str("table file ", path_, ": io_uring submit failed: ", std::strerror(-e));
+        if (inflight == 0) break;
+        continue;
+      }
       io_uring_cqe* cqe = nullptr;
       unsigned head, seen = 0;
       io_uring_for_each_cqe(&ring_, head, cqe) {
         ++seen;
+        ++reaped;
+        --inflight;
+        if (!error.empty()) continue;
         const Read& r = reads_[io_uring_cqe_get_data64(cqe)];
         const uint64_t off = h_.data_offset() + static_cast<uint64_t>(r.block) * kBlock;
-        if (cqe->res != kBlock) {
-          io_uring_cq_advance(&ring_, seen);
-          throw IoError(str("table file ", path_, ": read of data block ", r.block, " at byte offset ", off, " returned ",
-                            cqe->res < 0 ? std::string(std::strerror(-cqe->res)) : str(cqe->res, " bytes")));
-        }
-        if (data::xxh64_bytes(r.dst, kBlock) != h_.checksums[r.block]) {
-          io_uring_cq_advance(&ring_, seen);
-          throw IoError(str("table file ", path_, ": data block ", r.block, " at byte offset ", off,
-                            ": checksum mismatch (corrupted) (hint: re-export the table)"));
-        }
-        ++done;
-        --inflight;
+        if (cqe->res != kBlock)
+          error = str("table file ", path_, ": read of data block ", r.block, " at byte offset ", off, " returned ",
+                      cqe->res < 0 ? std::string(std::strerror(-cqe->res)) : str(cqe->res, " bytes"));
+        else if (data::xxh64_bytes(r.dst, kBlock) != h_.checksums[r.block])
+          error = str("table file ", path_, ": data block ", r.block, " at byte offset ", off,
+                      ": checksum mismatch (corrupted) (hint: re-export the table)");
       }
       io_uring_cq_advance(&ring_, seen);
+    }
+    if (!error.empty()) {
+      lru_.clear();
+      throw IoError(error);
     }
 #endif
   }
