@@ -108,7 +108,12 @@ void Engine::prepare_memory(const std::vector<std::pair<Sess*, std::pair<int64_t
   const int64_t E = rows * addr_.heads, W = L.width();
   rows_.resize(static_cast<size_t>(E * W));
   source_->fetch(addr_, rows_.data());
-  ident_ = addr_;
+  // The same signs, rows renumbered into the fetched buffer (addr_ is not read again: its signs move, no copy).
+  ident_.n = addr_.n;
+  ident_.heads = addr_.heads;
+  ident_.sign_words = addr_.sign_words;
+  ident_.signs.swap(addr_.signs);
+  ident_.rows.resize(static_cast<size_t>(E));
   std::iota(ident_.rows.begin(), ident_.rows.end(), int64_t{0});
   u_.resize(static_cast<size_t>(rows * L.readout_width()));
   gather_signed(ident_, rows_.data(), W, L.sums_heads(), u_.data());
