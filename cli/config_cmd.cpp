@@ -2,6 +2,7 @@
 #include <iostream>
 
 #include "cli/commands.h"
+#include "core/sysinfo.h"
 #include "train/config.h"
 
 namespace pg::cli {

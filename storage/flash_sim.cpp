@@ -8,6 +8,8 @@
 #include <map>
 
 #include "core/progress.h"
+#include "core/sysinfo.h"
+#include "core/text.h"
 #include "core/error.h"
 #include "core/h5.h"
 #include "core/timer.h"
@@ -139,6 +141,26 @@ FlashSweepSummary run_flash_sweep(const FlashSweepConfig& cfg, const EvalStream&
   std::vector<std::unique_ptr<MemoryLayout>> layouts(jobs.size());
   for (size_t j = 0; j < jobs.size(); ++j)
     layouts[j] = make_storage_layout(cfg.memory, cfg.d_model, cfg.layouts[jobs[j].layout], cfg.sizes[jobs[j].size]);
+  // Tables the simulator cannot hold are bad input, refused before any work: block ids are 32-bit, and each cache
+  // simulator keeps 4 bytes per block of the table plus a log of twice its capacity.
+  int64_t sim_bytes = 0;
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    const int64_t blocks = layouts[j]->num_blocks();
+    if (blocks >= static_cast<int64_t>(FlashCacheSimulator::kNone))
+      throw UserError(str("flashsim --sizes ", format_count(cfg.sizes[jobs[j].size]), ": the table has ", blocks,
+                          " blocks of 4 KiB, more than the simulator's 32-bit block ids (hint: at most about 3e13 "
+                          "parameters)"));
+    int64_t b = 0;
+    for (int64_t c : cfg.caches)
+      if (c / kBlockBytes > 0) b += 4 * (blocks + 2 * std::min(blocks, c / kBlockBytes));
+    sim_bytes = std::max(sim_bytes, b);
+  }
+  const int64_t need = sim_bytes * std::min<int64_t>(static_cast<int64_t>(jobs.size()), omp_get_max_threads());
+  const int64_t have = available_memory_bytes();
+  if (have > 0 && need > have)
+    throw UserError(str("flashsim --sizes/--caches: simulating these tables needs about ", format_bytes(need),
+                        " of memory but ", format_bytes(have), " are available (hint: smaller --sizes, fewer "
+                        "--caches, or --threads 1)"));
 
   const int64_t T = stream.size(), chunk = std::max<int64_t>(1, cfg.chunk_tokens);
   const int64_t total_tokens = T * static_cast<int64_t>(jobs.size());

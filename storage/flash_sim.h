@@ -39,9 +39,10 @@ class FlashCacheSimulator {
   std::vector<uint32_t> mru_order() const;
   // Empties the cache and zeroes the counters.
   void reset();
+  // Block ids are 32-bit; this one means "none", so a table has fewer blocks.
+  static constexpr uint32_t kNone = 0xFFFFFFFFu;
 
  private:
-  static constexpr uint32_t kNone = 0xFFFFFFFFu;
   void compact();
   int64_t universe_, capacity_;
   int64_t size_ = 0, accesses_ = 0, misses_ = 0;

@@ -1,6 +1,7 @@
 // Implementation of train/config.h.
 #include "train/config.h"
 #include "model/transformer.h"
+#include "core/sysinfo.h"
 #include "core/text.h"
 #include <cstdio>
 #include <fstream>
@@ -65,14 +66,6 @@ int64_t estimate_training_bytes(const ExperimentConfig& cfg, std::string* what) 
                 " parameters x 16 bytes), activations ", gib(acts), " GiB, memory table ",
                 gib(table), " GiB");
   return static_cast<int64_t>(total);
-}
-
-int64_t available_memory_bytes() {
-  std::ifstream f("/proc/meminfo");
-  std::string line;
-  while (std::getline(f, line))
-    if (line.rfind("MemAvailable:", 0) == 0) return std::stoll(line.substr(13)) * 1024;
-  return 0;
 }
 
 void check_fits_in_memory(const ExperimentConfig& cfg, const std::string& where) {

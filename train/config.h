@@ -89,8 +89,6 @@ struct ExperimentConfig {
 // backbone's parameters, gradients and AdamW moments, its activation arena (exact), and the memory table with its
 // row-wise optimizer state and step buffers (approximate). `what` gets a one-line breakdown.
 int64_t estimate_training_bytes(const ExperimentConfig& cfg, std::string* what = nullptr);
-// MemAvailable of /proc/meminfo in bytes (0 when unreadable).
-int64_t available_memory_bytes();
 // Throws ConfigError when the estimate exceeds the memory available now (hint: what to shrink).
 void check_fits_in_memory(const ExperimentConfig& cfg, const std::string& where);
 

@@ -186,6 +186,28 @@ TEST(FlashSweep, AgreesWithReferenceAndLimits) {
   EXPECT_NE(table.find("Definitions"), std::string::npos);
 }
 
+// `flashsim --sizes 1e15` (the largest count parse_count takes) used to reach an internal check (issue 15): a table
+// whose blocks do not fit the simulator's 32-bit block ids is refused as bad input before anything is allocated.
+TEST(FlashSweep, RefusesTablesTooLargeToSimulate) {
+  const EvalStream s = synthetic_stream(300, 500, 2);
+  FlashSweepConfig cfg;
+  cfg.d_model = 384;
+  cfg.layouts = {parse_flash_layout("engram", 4)};
+  cfg.caches = {0};
+  cfg.progress = false;
+  for (double size : {1e15, 1e14}) {
+    cfg.sizes = {size};
+    try {
+      run_flash_sweep(cfg, s);
+      ADD_FAILURE() << "size " << size << " was accepted";
+    } catch (const UserError& e) {
+      EXPECT_NE(std::string(e.what()).find("--sizes"), std::string::npos) << e.what();
+    }
+  }
+  cfg.sizes = {20e9};  // the report's largest table still simulates
+  EXPECT_EQ(run_flash_sweep(cfg, s).results.size(), 1u);
+}
+
 TEST(FlashSweep, ParsesArguments) {
   EXPECT_EQ(parse_count("3.2e9", "x"), 3.2e9);
   EXPECT_EQ(parse_count("20B", "x"), 20e9);

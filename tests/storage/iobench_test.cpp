@@ -8,6 +8,7 @@
 #include "core/rng.h"
 #include "storage/eval_stream.h"
 #include "storage/iobench.h"
+#include "storage/layout_spec.h"
 #include "storage/table_file.h"
 #include "memory/layout.h"
 
@@ -59,6 +60,61 @@ TEST(IoBench, CountsLookupsAndReads) {
   EXPECT_THROW(run_iobench(dir + "/missing.pgt", 0, {0}, {1}, 1), IoError);
   EXPECT_THROW(run_iobench(dir + "/engram.pgt", 0, {0}, {1}, 0), UserError);
   std::filesystem::remove_all(dir);
+}
+
+// `iobench --keep` leaves its table files for the next run, which reuses a file only when every block checks out:
+// a flipped byte in the data region makes it write the file again (issue 15: it used to read the corrupt file).
+TEST(IoBench, SuiteReusesOnlyIntactTableFiles) {
+  RngStream r(2, "iobench");
+  std::vector<uint32_t> ids(300);
+  for (auto& x : ids) x = static_cast<uint32_t>(r.below(1000));
+  const EvalStream s = stream_from_ids(ids, {0});
+  IoBenchSuiteConfig cfg;
+  cfg.memory.target_params = 2000000;
+  cfg.d_model = 384;
+  cfg.layouts = {parse_flash_layout("pagegram", 4)};
+  cfg.params = 2e6;
+  cfg.depths = {1};
+  cfg.seconds = 0;  // no time limit: every lookup runs
+  cfg.dir = str(PG_BINARY_DIR, "/iobench_suite_test_", getpid());
+  cfg.keep = true;
+  std::vector<std::string> log;
+  auto run = [&] {
+    log.clear();
+    return run_iobench_suite(cfg, s, [&](const std::string& line) { log.push_back(line); });
+  };
+  auto said = [&](const std::string& what) {
+    for (const auto& l : log)
+      if (l.find(what) != std::string::npos) return true;
+    return false;
+  };
+  const IoBenchSuiteResult first = run();
+  ASSERT_EQ(first.created.size(), 1u);
+  const std::string path = first.created[0];
+  ASSERT_TRUE(std::filesystem::exists(path));
+  EXPECT_EQ(first.results.at(0).lookups, s.size());
+
+  const IoBenchSuiteResult second = run();  // intact: reused
+  EXPECT_TRUE(second.created.empty());
+  EXPECT_TRUE(said("reusing")) << log.front();
+
+  auto L = make_storage_layout(cfg.memory, cfg.d_model, cfg.layouts[0], cfg.params);
+  const TableFileHeader h = TableFileReader::open(path, *L).header();
+  {
+    std::FILE* f = std::fopen(path.c_str(), "r+b");
+    ASSERT_NE(f, nullptr);
+    const long at = static_cast<long>(h.data_offset() + 1000);
+    std::fseek(f, at, SEEK_SET);
+    const int c = std::fgetc(f);
+    std::fseek(f, at, SEEK_SET);
+    std::fputc(c ^ 0x5A, f);
+    std::fclose(f);
+  }
+  const IoBenchSuiteResult third = run();  // corrupt: written again, and the new file checks out
+  EXPECT_EQ(third.created.size(), 1u);
+  EXPECT_TRUE(said("re-creating")) << log.front();
+  EXPECT_NO_THROW(TableFileReader::open(path, *L).verify_all(true));
+  std::filesystem::remove_all(cfg.dir);
 }
 
 }  // namespace
