@@ -24,6 +24,44 @@ std::string record_path(const SweepSpec& spec, const SweepRun& run) {
 bool record_exists(const SweepSpec& spec, const SweepRun& run) { return fs::exists(record_path(spec, run)); }
 
 namespace {
+// The text after `"key": ` in a record (records are written by this file, one key once per record at most, except
+// inside "config", which is a single string and comes last).
+std::string record_field(const std::string& text, const std::string& key, const std::string& path) {
+  const std::string k = "\"" + key + "\": ";
+  const size_t at = text.find(k);
+  if (at == std::string::npos) throw IoError(str(path, ": run record has no '", key, "' (hint: experiments/RECORDS.md)"));
+  const size_t b = at + k.size();
+  const size_t e = text.find_first_of(",}\n", b);
+  return text.substr(b, e == std::string::npos ? std::string::npos : e - b);
+}
+double record_number(const std::string& text, const std::string& key, const std::string& path) {
+  const std::string v = record_field(text, key, path);
+  if (v == "null") return -1.0;
+  try {
+    return std::stod(v);
+  } catch (...) {
+    throw IoError(str(path, ": run record's '", key, "' is not a number: '", v, "'"));
+  }
+}
+}  // namespace
+
+RunStatus recorded_status(const SweepSpec& spec, const SweepRun& run) {
+  const std::string path = record_path(spec, run);
+  const std::string text = read_file(path);
+  RunStatus s;
+  const std::string status = record_field(text, "status", path);
+  s.state = status == "\"diverged\"" ? RunState::kDiverged : RunState::kFinished;
+  s.step = static_cast<int64_t>(record_number(text, "steps", path));
+  s.total_steps = static_cast<int64_t>(record_number(text, "total_steps", path));
+  s.final_loss = record_number(text, "heldout_loss", path);
+  s.elapsed_s = record_number(text, "train_seconds", path);
+  std::string rev = record_field(text, "revision", path);
+  rev.erase(std::remove(rev.begin(), rev.end(), '"'), rev.end());
+  s.note = str("(committed record, revision ", rev, ")");
+  return s;
+}
+
+namespace {
 std::string num(double v) {
   if (!std::isfinite(v)) return "null";
   char b[40];

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "sweep/spec.h"
+#include "sweep/status.h"
 
 namespace pg {
 
@@ -17,6 +18,10 @@ bool record_exists(const SweepSpec& spec, const SweepRun& run);
 std::string run_record_json(const SweepSpec& spec, const SweepRun& run);
 // Writes the record atomically; returns its path.
 std::string write_run_record(const SweepSpec& spec, const SweepRun& run);
+
+// The status a committed record gives a run that has no (finished) run directory here: finished or diverged, its
+// steps, final held-out loss and training time, and a note naming the record's revision. IoError when unreadable.
+RunStatus recorded_status(const SweepSpec& spec, const SweepRun& run);
 
 // Writes the record of every finished or diverged run of `runs` (`pagegram sweep record`); returns their paths.
 std::vector<std::string> write_sweep_records(const SweepSpec& spec, const std::vector<SweepRun>& runs);

@@ -1,5 +1,6 @@
 // Implementation of sweep/status.h.
 #include "sweep/status.h"
+#include "sweep/records.h"
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -115,7 +116,10 @@ std::string sweep_status_table(const SweepSpec& spec, const std::vector<SweepRun
   std::map<std::string, int> counts;
   double total_s = 0.0;
   for (const auto& r : runs) {
-    const RunStatus s = run_status(r);
+    RunStatus s = run_status(r);
+    if ((s.state == RunState::kPending || s.state == RunState::kPartial || s.state == RunState::kFailed) &&
+        record_exists(spec, r))
+      s = recorded_status(spec, r);  // finished elsewhere (the sweep runner skips it the same way)
     counts[run_state_name(s.state)]++;
     total_s += s.elapsed_s;
     const std::string step = s.state == RunState::kPending ? "-" : str(s.step, "/", s.total_steps);

@@ -368,8 +368,18 @@ TEST(SweepRunner, RunsResumesReportsFailuresAndSkipsFinishedRuns) {
   EXPECT_EQ(again.diverged, (std::vector<std::string>{"broken-s1"}));
 
   // A new machine: run directories gone, records kept. Only the unrecorded (failed) run is launched.
+  const double loss2 = run_status(runs[2]).final_loss;
   fs::remove_all(runs[0].dir);
   fs::remove_all(runs[2].dir);
+  {  // the status table reads the committed records of runs it has no directory for
+    const RunStatus s = recorded_status(spec, runs[2]);
+    EXPECT_EQ(s.state, RunState::kFinished);
+    EXPECT_EQ(s.step, 2);
+    EXPECT_EQ(s.final_loss, loss2);
+    const std::string t = sweep_status_table(spec, runs);
+    EXPECT_NE(t.find("1 diverged, 1 failed, 2 finished"), std::string::npos) << t;
+    EXPECT_NE(t.find("committed record"), std::string::npos) << t;
+  }
   SweepRunResult fresh = run_sweep(spec, opt);
   EXPECT_EQ(fresh.already_finished, 2);
   EXPECT_EQ(fresh.launched, 1);
