@@ -12,19 +12,15 @@
 #include "core/threads.h"
 #include "core/timer.h"
 #include "data/pipeline.h"
+#include "infer/table_export.h"
 #include "storage/collisions.h"
-#include "storage/export.h"
 #include "storage/eval_stream.h"
 #include "storage/flash_sim.h"
 #include "storage/iobench.h"
 #include "storage/layout_spec.h"
 #include "storage/table_file.h"
 #include "memory/layout.h"
-#include "memory/normalize.h"
 #include "train/config.h"
-#include "train/memory_injector.h"
-#include "train/trained_model.h"
-#include "train/trainer.h"
 
 namespace pg::cli {
 namespace {
@@ -79,12 +75,9 @@ Loaded load_stream(const StreamArgs& a) {
 
 // The layout `spec` of the config's memory section (params > 0: that many parameters), with Engram-faithful hashing
 // from the dataset's tokenizer when the config asks for it.
-std::unique_ptr<MemoryLayout> layout_of(const ExperimentConfig& cfg, const FlashLayoutSpec& spec, const data::DataSet* ds,
-                                        double params = 0) {
-  MemoryConfig m = cfg.memory;
-  m.layout = spec.layout;
-  const auto vocab = engram_vocab(m, ds && ds->tokenizer ? ds->tokenizer->pieces() : std::vector<std::string>{});
-  return make_storage_layout(cfg.memory, cfg.model.d_model, spec, params, vocab.get());
+std::unique_ptr<MemoryLayout> layout_of(const ExperimentConfig& cfg, const FlashLayoutSpec& spec, const data::DataSet* ds) {
+  return make_storage_layout(cfg.memory, cfg.model.d_model, spec, 0,
+                             ds && ds->tokenizer ? ds->tokenizer->pieces() : std::vector<std::string>{});
 }
 
 std::vector<std::pair<std::string, std::string>> run_attrs(const std::string& command, const Loaded* l) {
@@ -196,63 +189,21 @@ void register_storage_commands(CLI::App& app) {
     c->add_flag("--no-verify", no_verify, "skip reading the written file back");
     c->add_option("--threads", threads, "threads (0 = all allowed CPUs, pinned)");
     c->callback([cmdline] {
-      if (checkpoint.empty() == config.empty()) throw UserError("export: give exactly one of --checkpoint or --config");
-      if (eval_windows < 0 || (eval_windows > 0 && checkpoint.empty()))
-        throw UserError("export: --eval-windows takes a count >= 0 and needs --checkpoint");
       setup_threads(static_cast<int>(threads));
-      Timer t;
-      std::unique_ptr<MemoryLayout> own_layout;
-      const MemoryLayout* L = nullptr;
-      TableFileHeader h;
-      ExperimentConfig cfg;
-      TrainedModel tm;                    // with --checkpoint
-      std::unique_ptr<data::DataSet> ds;  // for Engram-faithful hashing and --eval-windows
-      TableWriteOptions opt;
-      opt.progress = true;
-      opt.quantization = parse_quantization(format);
-      opt.info = {{"revision", build::kRevision}, {"command", cmdline()}};
-      if (!checkpoint.empty()) {
-        tm = load_trained_model(checkpoint, {.open_data = eval_windows > 0, .table_ready = true});
-        if (!tm.mem())
-          throw UserError(str("export: ", checkpoint, " was trained without a memory table (memory.layout none)"));
-        cfg = tm.cfg();
-        ds = std::move(tm.data);
-        const TrainState& st = tm.state();
-        MemoryInjector* mem = tm.mem();
-        L = &mem->table().layout();
-        opt.info.push_back({"source", checkpoint});
-        opt.info.push_back({"step", std::to_string(st.step)});
-        opt.info.push_back({"tokens", std::to_string(st.tokens)});
-        h = export_table_file(out, *L, mem->table().values().data(), fill, 0, opt);
-      } else {
-        cfg = load_experiment(config, sets);
-        if (!cfg.memory.enabled()) throw UserError(str("export: ", config, " has memory.layout none (hint: --set memory.layout=pagegram)"));
-        if (cfg.memory.hash.engram_faithful) ds = std::make_unique<data::DataSet>(data::open_dataset(cfg.data, cfg.tokenizer, config));
-        own_layout = layout_of(cfg, FlashLayoutSpec{cfg.memory.layout, 0}, ds.get());
-        L = own_layout.get();
-        opt.info.push_back({"source", str(config, " (", fill, " table)")});
-        h = export_table_file(out, *L, nullptr, fill, static_cast<uint64_t>(cfg.train.seed), opt);
-      }
-      std::printf("%s\n", L->parity_report().c_str());
+      TableExportOptions o{.checkpoint = checkpoint, .config = config, .sets = sets, .fill = fill,
+                           .quantization = parse_quantization(format), .eval_windows = eval_windows,
+                           .verify = !no_verify, .info = {{"revision", build::kRevision}, {"command", cmdline()}}};
+      const TableExportResult r = export_table(o, out);
+      const TableFileHeader& h = r.header;
+      std::printf("%s\n", r.layout_report.c_str());
       std::printf("wrote %s (%s, %llu bytes per row): %llu data blocks + %llu header blocks = %.1f MiB (%.1f s)\n",
                   out.c_str(), format.c_str(), static_cast<unsigned long long>(h.row_bytes),
                   static_cast<unsigned long long>(h.data_blocks), static_cast<unsigned long long>(h.header_blocks),
-                  static_cast<double>(h.file_bytes()) / (1 << 20), t.seconds());
-      if (!no_verify) {
-        Timer tv;
-        verify_table_file(out, *L, opt.quantization);
-        std::printf("verified %llu block checksums (%.1f s)\n", static_cast<unsigned long long>(h.data_blocks), tv.seconds());
-      }
-      if (eval_windows > 0) {
-        data::ValidationWindows val = ds->validation(cfg.model.context);
-        const int64_t n = std::min<int64_t>(eval_windows, val.count());
-        Timer te;
-        const TableLossComparison c =
-            compare_table_loss(tm.mem()->table().values(), L->rows(), L->width(),
-                               {TableQuantization::kNf4, TableQuantization::kMxfp8},
-                               [&] { return tm.session->evaluate(val, n, *ds->heldout); });
-        std::printf("%s\n", format_loss_comparison(c, n, te.seconds()).c_str());
-      }
+                  static_cast<double>(h.file_bytes()) / (1 << 20), r.write_seconds);
+      if (o.verify)
+        std::printf("verified %llu block checksums (%.1f s)\n", static_cast<unsigned long long>(h.data_blocks),
+                    r.verify_seconds);
+      if (r.loss) std::printf("%s\n", format_loss_comparison(*r.loss, r.eval_windows, r.eval_seconds).c_str());
     });
   }
   // ---- flashsim

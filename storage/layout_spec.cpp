@@ -56,4 +56,12 @@ std::unique_ptr<MemoryLayout> make_storage_layout(const MemoryConfig& base, int6
   return make_layout(m, d_model, vocab);
 }
 
+std::unique_ptr<MemoryLayout> make_storage_layout(const MemoryConfig& base, int64_t d_model, const FlashLayoutSpec& spec,
+                                                  double params, const std::vector<std::string>& pieces) {
+  MemoryConfig m = base;
+  m.layout = spec.layout;
+  const auto vocab = engram_vocab(m, pieces);
+  return make_storage_layout(base, d_model, spec, params, vocab.get());
+}
+
 }  // namespace pg

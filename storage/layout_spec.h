@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "memory/config.h"
 #include "memory/layout.h"
@@ -26,5 +27,9 @@ FlashLayoutSpec parse_flash_layout(const std::string& text, int64_t default_slot
 // ids (the flash simulation describes tables by their size and never needs the tokenizer).
 std::unique_ptr<MemoryLayout> make_storage_layout(const MemoryConfig& base, int64_t d_model, const FlashLayoutSpec& spec,
                                                   double params = 0, const CompressedVocab* vocab = nullptr);
+// The same with Engram-faithful hashing built from the tokenizer's pieces when the memory section asks for it
+// (memory.hash.engram_faithful with an Engram-style layout; `pieces` may be empty otherwise).
+std::unique_ptr<MemoryLayout> make_storage_layout(const MemoryConfig& base, int64_t d_model, const FlashLayoutSpec& spec,
+                                                  double params, const std::vector<std::string>& pieces);
 
 }  // namespace pg

@@ -1,0 +1,75 @@
+// Implementation of infer/table_export.h.
+#include "infer/table_export.h"
+
+#include <algorithm>
+#include <memory>
+
+#include "core/error.h"
+#include "core/text.h"
+#include "core/timer.h"
+#include "data/pipeline.h"
+#include "storage/layout_spec.h"
+#include "train/config.h"
+#include "train/memory_injector.h"
+#include "train/trained_model.h"
+
+namespace pg {
+
+TableExportResult export_table(const TableExportOptions& o, const std::string& out) {
+  if (o.checkpoint.empty() == o.config.empty()) throw UserError("export: give exactly one of --checkpoint or --config");
+  if (o.eval_windows < 0 || (o.eval_windows > 0 && o.checkpoint.empty()))
+    throw UserError("export: --eval-windows takes a count >= 0 and needs --checkpoint");
+  TableExportResult r;
+  Timer t;
+  TableWriteOptions w;
+  w.progress = true;
+  w.quantization = o.quantization;
+  w.info = o.info;
+  ExperimentConfig cfg;
+  TrainedModel tm;                       // with a checkpoint
+  std::unique_ptr<data::DataSet> ds;     // Engram-faithful hashing and the held-out comparison
+  std::unique_ptr<MemoryLayout> own;     // with a config
+  const MemoryLayout* L = nullptr;
+  if (!o.checkpoint.empty()) {
+    tm = load_trained_model(o.checkpoint, {.open_data = o.eval_windows > 0, .table_ready = true});
+    if (!tm.mem())
+      throw UserError(str("export: ", o.checkpoint, " was trained without a memory table (memory.layout none)"));
+    cfg = tm.cfg();
+    ds = std::move(tm.data);
+    L = &tm.mem()->table().layout();
+    w.info.push_back({"source", o.checkpoint});
+    w.info.push_back({"step", std::to_string(tm.state().step)});
+    w.info.push_back({"tokens", std::to_string(tm.state().tokens)});
+    r.header = export_table_file(out, *L, tm.mem()->table().values().data(), o.fill, 0, w);
+  } else {
+    cfg = load_experiment(o.config, o.sets);
+    if (!cfg.memory.enabled())
+      throw UserError(str("export: ", o.config, " has memory.layout none (hint: --set memory.layout=pagegram)"));
+    if (cfg.memory.hash.engram_faithful)
+      ds = std::make_unique<data::DataSet>(data::open_dataset(cfg.data, cfg.tokenizer, o.config));
+    own = make_storage_layout(cfg.memory, cfg.model.d_model, FlashLayoutSpec{cfg.memory.layout, 0}, 0,
+                              ds && ds->tokenizer ? ds->tokenizer->pieces() : std::vector<std::string>{});
+    L = own.get();
+    w.info.push_back({"source", str(o.config, " (", o.fill, " table)")});
+    r.header = export_table_file(out, *L, nullptr, o.fill, static_cast<uint64_t>(cfg.train.seed), w);
+  }
+  r.layout_report = L->parity_report();
+  r.write_seconds = t.seconds();
+  if (o.verify) {
+    Timer tv;
+    verify_table_file(out, *L, o.quantization);
+    r.verify_seconds = tv.seconds();
+  }
+  if (o.eval_windows > 0) {
+    data::ValidationWindows val = ds->validation(cfg.model.context);
+    r.eval_windows = std::min<int64_t>(o.eval_windows, val.count());
+    Timer te;
+    r.loss = compare_table_loss(tm.mem()->table().values(), L->rows(), L->width(),
+                                {TableQuantization::kNf4, TableQuantization::kMxfp8},
+                                [&] { return tm.session->evaluate(val, r.eval_windows, *ds->heldout); });
+    r.eval_seconds = te.seconds();
+  }
+  return r;
+}
+
+}  // namespace pg

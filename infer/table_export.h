@@ -1,0 +1,41 @@
+// `pagegram export`: a trained checkpoint's memory table (or a config's zero / random table) written as the
+// page-aligned .pgt file generation serves from (storage/FORMATS.md), read back and verified, and optionally the
+// held-out loss with the fp32 table beside the same table rounded through NF4 and MXFP8. The file format and the
+// comparison are storage/'s (storage/export.h); loading the checkpoint needs the trainer's session, hence this room.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "storage/export.h"
+#include "storage/table_file.h"
+
+namespace pg {
+
+struct TableExportOptions {
+  std::string checkpoint;             // a checkpoint.h5 with a memory table, or
+  std::string config;                 // a config whose layout gets a `fill` table
+  std::vector<std::string> sets;      // --set overrides of `config`
+  std::string fill = "zero";          // with `config`: zero or random
+  TableQuantization quantization = TableQuantization::kNf4;
+  int64_t eval_windows = 0;           // with `checkpoint`: compare held-out loss on this many validation windows
+  bool verify = true;                 // read every block of the written file back
+  std::vector<std::pair<std::string, std::string>> info;  // extra header info (revision, command)
+};
+
+struct TableExportResult {
+  TableFileHeader header;
+  std::string layout_report;          // the layout's parity line (rows, heads, blocks)
+  double write_seconds = 0, verify_seconds = 0;
+  std::optional<TableLossComparison> loss;  // when eval_windows > 0
+  int64_t eval_windows = 0;           // windows actually evaluated (at most the validation set)
+  double eval_seconds = 0;
+};
+
+// Writes `out`. UserError for bad options (both or neither source, a checkpoint without a table, eval windows
+// without a checkpoint), IoError / ResourceError from reading and writing files.
+TableExportResult export_table(const TableExportOptions& opt, const std::string& out);
+
+}  // namespace pg
