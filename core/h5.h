@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "core/error.h"
@@ -62,6 +63,12 @@ class Group {
     for (const Row& r : rows) col.push_back(r.*field);
     write(name, col);
   }
+  // A table of rows, described once by the row type (struct-of-arrays output): Row::columns(v) calls
+  // v("name", &Row::member) for every column, number members becoming one dataset each (integers as int64,
+  // floating point as double), string members one comma-separated attribute, and v("name", &Row::method) for a
+  // derived number (a const method). The same list serves readers and tests (columns(v) with another visitor).
+  template <class Row>
+  void write_rows(const std::vector<Row>& rows) const;
   // Reads a whole dataset; its shape goes to *shape when given.
   template <class T>
   std::vector<T> read(const std::string& name, std::vector<uint64_t>* shape = nullptr) const {
@@ -144,6 +151,44 @@ void write_atomic(const std::string& path, F&& fill) {
     throw;
   }
   commit_atomic(tmp, path);
+}
+
+namespace detail {
+template <class Row>
+struct ColumnWriter {
+  const Group& g;
+  const std::vector<Row>& rows;
+  template <class F>
+    requires(!std::is_function_v<F>)
+  void operator()(const char* name, F Row::*field) const {
+    if constexpr (std::is_same_v<F, std::string>) {
+      std::string joined;
+      for (size_t i = 0; i < rows.size(); ++i) joined += (i ? "," : "") + rows[i].*field;
+      g.set_attr(name, joined);
+    } else {
+      static_assert(std::is_arithmetic_v<F>, "a column is a number or a string");
+      using Out = std::conditional_t<std::is_integral_v<F>, int64_t, double>;
+      std::vector<Out> col;
+      col.reserve(rows.size());
+      for (const Row& r : rows) col.push_back(static_cast<Out>(r.*field));
+      g.write(name, col);
+    }
+  }
+  template <class R>
+  void operator()(const char* name, R (Row::*method)() const) const {
+    static_assert(std::is_arithmetic_v<R>, "a derived column is a number");
+    std::vector<double> col;
+    col.reserve(rows.size());
+    for (const Row& r : rows) col.push_back(static_cast<double>((r.*method)()));
+    g.write(name, col);
+  }
+};
+}  // namespace detail
+
+template <class Row>
+void Group::write_rows(const std::vector<Row>& rows) const {
+  detail::ColumnWriter<Row> w{*this, rows};
+  Row::columns(w);
 }
 
 }  // namespace pg::h5

@@ -355,40 +355,9 @@ void write_collisions_h5(const std::string& path, const std::vector<LayoutCollis
       g.set_attr("seconds", L.seconds);
       // Per order (summary) and per (order, head) columns.
       const h5::Group s = g.create("orders");
-      using O = OrderCollisions;
-      s.write_column("order", L.orders, &O::order);
-      s.write_column("positions", L.orders, &O::positions);
-      s.write_column("distinct", L.orders, &O::distinct);
-      s.write_column("mean_occupancy", L.orders, &O::mean_occupancy);
-      s.write_column("var_over_mean", L.orders, &O::var_over_mean);
-      s.write_column("exp_var_over_mean", L.orders, &O::exp_var_over_mean);
-      s.write_column("foreign", L.orders, &O::foreign);
-      s.write_column("exp_foreign", L.orders, &O::exp_foreign);
-      s.write_column("head0_pairs", L.orders, &O::head0_pairs);
-      s.write_column("cross_share", L.orders, &O::cross_share);
-      s.write_column("exp_cross_share", L.orders, &O::exp_cross_share);
-      s.write_column("cross_extra", L.orders, &O::cross_extra);
-      s.write_column("exp_cross_extra", L.orders, &O::exp_cross_extra);
-      s.write_column("neighbour_pairs", L.orders, &O::neighbour_pairs);
-      s.write_column("neighbours", L.orders, &O::neighbours);
-      s.write_column("exp_neighbours", L.orders, &O::exp_neighbours);
+      s.write_rows(L.orders);
       const h5::Group ph = g.create("heads");
-      using H = HeadCollisions;
-      ph.write_column("order", L.heads, &H::order);
-      ph.write_column("head", L.heads, &H::head);
-      ph.write_column("rows", L.heads, &H::rows);
-      ph.write_column("max_occupancy", L.heads, &H::max_occupancy);
-      ph.write_column("empty_rows", L.heads, &H::empty_rows);
-      ph.write_column("pairs", L.heads, &H::pairs);
-      ph.write_column("mean_occupancy", L.heads, &H::mean_occupancy);
-      ph.write_column("var_over_mean", L.heads, &H::var_over_mean);
-      ph.write_column("exp_var_over_mean", L.heads, &H::exp_var_over_mean);
-      ph.write_column("foreign", L.heads, &H::foreign);
-      ph.write_column("exp_foreign", L.heads, &H::exp_foreign);
-      ph.write_column("cross_share", L.heads, &H::cross_share);
-      ph.write_column("exp_cross_share", L.heads, &H::exp_cross_share);
-      ph.write_column("cross_extra", L.heads, &H::cross_extra);
-      ph.write_column("exp_cross_extra", L.heads, &H::exp_cross_extra);
+      ph.write_rows(L.heads);
     }
   });
 }

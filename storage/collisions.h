@@ -38,6 +38,25 @@ struct HeadCollisions {
   double foreign = 0, exp_foreign = 0;
   int64_t pairs = 0;  // unordered pairs of distinct n-grams sharing this head's row
   double cross_share = 0, cross_extra = 0, exp_cross_share = 0, exp_cross_extra = 0;
+  // The columns of `pagegram collisions --out` (storage/FORMATS.md), once.
+  template <class V>
+  static void columns(V& v) {
+    v("order", &HeadCollisions::order);
+    v("head", &HeadCollisions::head);
+    v("rows", &HeadCollisions::rows);
+    v("max_occupancy", &HeadCollisions::max_occupancy);
+    v("empty_rows", &HeadCollisions::empty_rows);
+    v("pairs", &HeadCollisions::pairs);
+    v("mean_occupancy", &HeadCollisions::mean_occupancy);
+    v("var_over_mean", &HeadCollisions::var_over_mean);
+    v("exp_var_over_mean", &HeadCollisions::exp_var_over_mean);
+    v("foreign", &HeadCollisions::foreign);
+    v("exp_foreign", &HeadCollisions::exp_foreign);
+    v("cross_share", &HeadCollisions::cross_share);
+    v("exp_cross_share", &HeadCollisions::exp_cross_share);
+    v("cross_extra", &HeadCollisions::cross_extra);
+    v("exp_cross_extra", &HeadCollisions::exp_cross_extra);
+  }
 };
 
 struct OrderCollisions {
@@ -51,6 +70,26 @@ struct OrderCollisions {
   double cross_share = 0, cross_extra = 0, exp_cross_share = 0, exp_cross_extra = 0;
   int64_t neighbour_pairs = 0;  // unordered pairs sharing at least one row
   double neighbours = 0, exp_neighbours = 0;
+  // The columns of `pagegram collisions --out` (storage/FORMATS.md), once.
+  template <class V>
+  static void columns(V& v) {
+    v("order", &OrderCollisions::order);
+    v("positions", &OrderCollisions::positions);
+    v("distinct", &OrderCollisions::distinct);
+    v("mean_occupancy", &OrderCollisions::mean_occupancy);
+    v("var_over_mean", &OrderCollisions::var_over_mean);
+    v("exp_var_over_mean", &OrderCollisions::exp_var_over_mean);
+    v("foreign", &OrderCollisions::foreign);
+    v("exp_foreign", &OrderCollisions::exp_foreign);
+    v("head0_pairs", &OrderCollisions::head0_pairs);
+    v("cross_share", &OrderCollisions::cross_share);
+    v("exp_cross_share", &OrderCollisions::exp_cross_share);
+    v("cross_extra", &OrderCollisions::cross_extra);
+    v("exp_cross_extra", &OrderCollisions::exp_cross_extra);
+    v("neighbour_pairs", &OrderCollisions::neighbour_pairs);
+    v("neighbours", &OrderCollisions::neighbours);
+    v("exp_neighbours", &OrderCollisions::exp_neighbours);
+  }
 };
 
 struct LayoutCollisions {

@@ -296,23 +296,7 @@ void write_flash_h5(const std::string& path, const FlashSweepSummary& s,
     g.set_attr("definition",
                std::string("reads_per_token = misses / tokens of an exact LRU cache of cache_bytes over the 4 KiB "
                            "blocks of the page-aligned NF4 file; a token reads the distinct blocks of its rows"));
-    std::string joined;
-    std::vector<double> rpt;
-    for (const FlashResult& r : s.results) {
-      joined += (&r == &s.results.front() ? "" : ",") + r.layout;
-      rpt.push_back(r.reads_per_token());
-    }
-    g.set_attr("layouts", joined);  // one label per row, comma-separated
-    g.write_column("slots", s.results, &FlashResult::slots);
-    g.write_column("target_params", s.results, &FlashResult::target_params);
-    g.write_column("params", s.results, &FlashResult::params);
-    g.write_column("num_blocks", s.results, &FlashResult::num_blocks);
-    g.write_column("cache_bytes", s.results, &FlashResult::cache_bytes);
-    g.write_column("cache_blocks", s.results, &FlashResult::cache_blocks);
-    g.write_column("tokens", s.results, &FlashResult::tokens);
-    g.write_column("accesses", s.results, &FlashResult::accesses);
-    g.write_column("misses", s.results, &FlashResult::misses);
-    g.write("reads_per_token", rpt);
+    g.write_rows(s.results);
     g.set_attr("lru_accesses", s.lru_accesses);
     g.set_attr("lru_seconds", s.lru_seconds);
     g.set_attr("accesses_per_second_per_core", s.accesses_per_second_per_core());

@@ -80,6 +80,21 @@ struct FlashResult {
   double lru_seconds = 0;  // thread CPU time spent in the cache simulation of this row
   double reads_per_token() const { return tokens ? static_cast<double>(misses) / static_cast<double>(tokens) : 0.0; }
   double blocks_per_token() const { return tokens ? static_cast<double>(accesses) / static_cast<double>(tokens) : 0.0; }
+  // The columns of `pagegram flashsim --out` (storage/FORMATS.md), once.
+  template <class V>
+  static void columns(V& v) {
+    v("layouts", &FlashResult::layout);
+    v("slots", &FlashResult::slots);
+    v("target_params", &FlashResult::target_params);
+    v("params", &FlashResult::params);
+    v("num_blocks", &FlashResult::num_blocks);
+    v("cache_bytes", &FlashResult::cache_bytes);
+    v("cache_blocks", &FlashResult::cache_blocks);
+    v("tokens", &FlashResult::tokens);
+    v("accesses", &FlashResult::accesses);
+    v("misses", &FlashResult::misses);
+    v("reads_per_token", &FlashResult::reads_per_token);
+  }
 };
 
 struct FlashSweepSummary {

@@ -206,33 +206,7 @@ void write_iobench_h5(const std::string& path, const std::vector<IoBenchResult>&
   h5::write_atomic(path, [&](const h5::Group& root) {
     for (const auto& [k, v] : attrs) root.set_attr(k, v);
     const h5::Group g = root.create("iobench");
-    std::string names;
-    std::vector<int64_t> depth, lookups, reads;
-    std::vector<double> sec, lps, rps, r50, r99, l50, l99;
-    for (const auto& x : r) {
-      names += (names.empty() ? "" : ",") + x.layout;
-      depth.push_back(x.depth);
-      lookups.push_back(x.lookups);
-      reads.push_back(x.reads);
-      sec.push_back(x.seconds);
-      lps.push_back(x.lookups_per_second());
-      rps.push_back(x.reads_per_second());
-      r50.push_back(x.read_p50_us);
-      r99.push_back(x.read_p99_us);
-      l50.push_back(x.lookup_p50_us);
-      l99.push_back(x.lookup_p99_us);
-    }
-    g.set_attr("layouts", names);
-    g.write("depth", depth);
-    g.write("lookups", lookups);
-    g.write("reads", reads);
-    g.write("seconds", sec);
-    g.write("lookups_per_second", lps);
-    g.write("reads_per_second", rps);
-    g.write("read_p50_us", r50);
-    g.write("read_p99_us", r99);
-    g.write("lookup_p50_us", l50);
-    g.write("lookup_p99_us", l99);
+    g.write_rows(r);
   });
 }
 

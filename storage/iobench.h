@@ -23,6 +23,21 @@ struct IoBenchResult {
   double lookup_p50_us = 0, lookup_p99_us = 0;  // first read submitted -> last read completed, per token
   double lookups_per_second() const { return seconds > 0 ? static_cast<double>(lookups) / seconds : 0.0; }
   double reads_per_second() const { return seconds > 0 ? static_cast<double>(reads) / seconds : 0.0; }
+  // The columns of `pagegram iobench --out` (storage/FORMATS.md), once.
+  template <class V>
+  static void columns(V& v) {
+    v("layouts", &IoBenchResult::layout);
+    v("depth", &IoBenchResult::depth);
+    v("lookups", &IoBenchResult::lookups);
+    v("reads", &IoBenchResult::reads);
+    v("seconds", &IoBenchResult::seconds);
+    v("lookups_per_second", &IoBenchResult::lookups_per_second);
+    v("reads_per_second", &IoBenchResult::reads_per_second);
+    v("read_p50_us", &IoBenchResult::read_p50_us);
+    v("read_p99_us", &IoBenchResult::read_p99_us);
+    v("lookup_p50_us", &IoBenchResult::lookup_p50_us);
+    v("lookup_p99_us", &IoBenchResult::lookup_p99_us);
+  }
 };
 
 // Token t reads blocks[ends[t-1] .. ends[t]) (its distinct 4 KiB blocks, storage/eval_stream.h stream_blocks) at byte
