@@ -14,6 +14,7 @@
 #include "core/timer.h"
 #include "data/pipeline.h"
 #include "data/synthetic.h"
+#include "eval/collision_class.h"
 #include "train/dist.h"
 #include "train/memory_injector.h"
 #include "train/overhead.h"
@@ -79,7 +80,11 @@ void register_train_commands(CLI::App& app, int argc, char** argv) {
     static std::string checkpoint;
     static int64_t windows = 0;
     static int64_t threads = 0;
+    static bool classes = false;
     CLI::App* c = app.add_subcommand("eval", "held-out loss of a checkpoint on the fixed validation windows");
+    c->add_flag("--collision-classes", classes,
+                "also split the held-out loss by the collision class of each position's n-grams (clean / some heads / "
+                "all heads read rows that training gave other n-grams; replays the run's training windows)");
     c->add_option("--checkpoint", checkpoint, "checkpoint.h5 of a run")->required();
     c->add_option("--windows", windows, "validation windows (0 = the config's train.eval_windows)")
         ->check(CLI::Range(int64_t{0}, int64_t{1000000000}));
@@ -102,6 +107,13 @@ void register_train_commands(CLI::App& app, int argc, char** argv) {
       std::printf("checkpoint  %s (step %ld, %.2fM tokens)\n", checkpoint.c_str(), long(st.step), st.tokens / 1e6);
       std::printf("held-out    %.6f nats over %ld windows of %ld tokens (%.1f s)\n", loss, long(n),
                   long(cfg.model.context), t.seconds());
+      if (classes) {
+        Timer tc;
+        ProgressLine cl("collision classes: windows", n);
+        const CollisionClassReport r = loss_by_collision_class(tm, n, [&](int64_t done, int64_t) { cl.update(done); });
+        cl.finish();
+        std::printf("%s(%.1f s)\n", format_collision_class_table(r).c_str(), tc.seconds());
+      }
     });
   }
   {

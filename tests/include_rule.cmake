@@ -6,6 +6,7 @@
 #   storage  includes core, data, memory, model, storage (never train)
 #   sweep    includes core, data, memory, model, train, sweep
 #   infer    includes core, data, memory, model, train, storage, infer
+#   eval     includes core, data, memory, model, train, eval (held-out analyses of trained checkpoints)
 #   cli      includes anything; nothing includes cli
 #   bench, tests        include anything but cli
 # cmake -DSRC_DIR=<repo> -P include_rule.cmake checks the repository (exit code 1 and one line per violation);
@@ -13,7 +14,7 @@
 # check reports exactly those violations.
 cmake_minimum_required(VERSION 3.25)
 
-set(PG_FOLDERS core data memory model train storage sweep infer cli)
+set(PG_FOLDERS core data memory model train storage sweep infer eval cli)
 set(allowed_core core)
 set(allowed_data core data)
 set(allowed_memory core memory)
@@ -22,9 +23,10 @@ set(allowed_train core data memory model train)
 set(allowed_storage core data memory model storage)
 set(allowed_sweep core data memory model train sweep)
 set(allowed_infer core data memory model train storage infer)
+set(allowed_eval core data memory model train eval)
 set(allowed_cli ${PG_FOLDERS})
-set(allowed_bench core data memory model train storage sweep infer)
-set(allowed_tests core data memory model train storage sweep infer)
+set(allowed_bench core data memory model train storage sweep infer eval)
+set(allowed_tests core data memory model train storage sweep infer eval)
 
 # Appends "file: includes "x"" lines to ${out} for every forbidden project include below ${root}.
 function(pg_check_tree root out)
@@ -67,6 +69,8 @@ if(DEFINED SCRATCH)
       "train/a.cpp|storage/nf4.h"
       "storage/a.cpp|train/checkpoint.h"
       "sweep/a.cpp|storage/nf4.h"
+      "eval/a.cpp|storage/nf4.h"
+      "train/b.cpp|eval/collision_class.h"
       "tests/a.cpp|cli/commands.h"
       "bench/a.cpp|cli/commands.h")
   set(expected 0)
