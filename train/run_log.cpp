@@ -2,6 +2,7 @@
 #include "train/run_log.h"
 
 #include <algorithm>
+#include <initializer_list>
 
 #include <unistd.h>
 
@@ -32,6 +33,24 @@ template <class T>
 void truncate_after(std::vector<T>& v, size_t n) {
   if (v.size() > n) v.resize(n);
 }
+// Every per-step array of `g` (all its datasets but `step` and those named in `skip`) must have one row per entry
+// of g/step: a log whose arrays disagree is refused (IoError: exit 2), never truncated or written back misaligned.
+void check_aligned(const h5::Group& g, const std::string& path, std::initializer_list<const char*> skip = {}) {
+  const std::string at = str(path, ":", g.path());
+  const std::vector<uint64_t> s = g.dataset_shape("step");
+  if (s.size() != 1)
+    throw IoError(str(at, "/step: ", s.size(), " dimensions, expected 1 (hint: the log was edited or damaged; remove ",
+                      "checkpoint.h5 and log.h5 to start the run over)"));
+  for (const std::string& name : g.children()) {
+    if (name == "step" || std::find(skip.begin(), skip.end(), name) != skip.end()) continue;
+    const std::vector<uint64_t> d = g.dataset_shape(name);
+    if (!d.empty() && d[0] == s[0]) continue;
+    const std::string rows = d.empty() ? std::string("a scalar") : str(d[0], d[0] == 1 ? " row" : " rows");
+    throw IoError(str(at, "/", name, ": ", rows, ", but ", g.path(), "/step has ", s[0], " (hint: every per-step ",
+                      "array must have one row per logged step; the log was edited or damaged: remove checkpoint.h5 ",
+                      "and log.h5 to start the run over)"));
+  }
+}
 template <class T>
 size_t rows_until(const std::vector<int64_t>& step, int64_t last) {
   size_t n = 0;
@@ -58,6 +77,12 @@ RunLog::RunLog(std::string path, RunMeta meta, int64_t resume_step)
   h5::Group r = f.root();
   if (!r.has_attr("format") || r.attr_string("format") != "pagegram-runlog")
     throw IoError(str(path_, ": not a pagegram run log (attribute 'format' missing or different)"));
+  // Per-step arrays are checked against their step array before anything is truncated or kept.
+  check_aligned(r.sub("train"), path_);
+  check_aligned(r.sub("eval"), path_);
+  if (r.has("scalars"))
+    for (const auto& name : r.sub("scalars").children()) check_aligned(r.sub("scalars").sub(name), path_);
+  if (r.has("collisions")) check_aligned(r.sub("collisions"), path_, {"orders"});
   h5::Group t = r.sub("train");
   train_.step = t.read<int64_t>("step");
   train_.tokens = t.read<int64_t>("tokens");

@@ -263,3 +263,93 @@ TEST_F(CheckpointRobustness, AnEmptyOutDirIsRefused) {
 }
 }  // namespace
 }  // namespace pg
+
+namespace pg {
+namespace {
+// Issue 15 (D7): on --resume, a log whose per-step arrays do not all have the length of their step array (/train,
+// /eval, /scalars/*, /collisions) is refused with one line naming the file, the dataset and both lengths; the log
+// is left as it was (it used to be truncated to the shortest array and written back misaligned, exit 0).
+TEST_F(CheckpointRobustness, ALogWhoseArraysDisagreeWithTheirStepsIsRefused) {
+  // Replaces dataset `name` of `file` by a copy with `delta` rows more (< 0: fewer; the last rows go, a new row
+  // repeats the last), of the same type and the same shape otherwise.
+  auto resize_rows = [](const std::string& file, const std::string& name, int delta) {
+    const hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    ASSERT_GE(f, 0);
+    const hid_t d = H5Dopen2(f, name.c_str(), H5P_DEFAULT);
+    ASSERT_GE(d, 0) << name;
+    const hid_t type = H5Dget_type(d), space = H5Dget_space(d);
+    const int rank = H5Sget_simple_extent_ndims(space);
+    ASSERT_GE(rank, 1);
+    std::vector<hsize_t> dims(rank);
+    H5Sget_simple_extent_dims(space, dims.data(), nullptr);
+    size_t row = H5Tget_size(type);
+    for (int i = 1; i < rank; ++i) row *= dims[i];
+    std::vector<char> bytes(row * dims[0]);
+    H5Dread(d, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, bytes.data());
+    ASSERT_GE(static_cast<int64_t>(dims[0]) + delta, 0);
+    const std::vector<char> last(bytes.end() - static_cast<std::ptrdiff_t>(row), bytes.end());
+    for (int i = 0; i < delta; ++i) bytes.insert(bytes.end(), last.begin(), last.end());
+    dims[0] = static_cast<hsize_t>(static_cast<int64_t>(dims[0]) + delta);
+    bytes.resize(row * dims[0]);
+    H5Sclose(space);
+    H5Dclose(d);
+    H5Ldelete(f, name.c_str(), H5P_DEFAULT);
+    const hid_t s2 = H5Screate_simple(rank, dims.data(), nullptr);
+    const hid_t d2 = H5Dcreate2(f, name.c_str(), type, s2, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    ASSERT_GE(d2, 0);
+    if (dims[0] > 0) H5Dwrite(d2, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, bytes.data());
+    H5Dclose(d2);
+    H5Sclose(s2);
+    H5Tclose(type);
+    H5Fclose(f);
+  };
+  const h5::Group good = h5::File::open((dir_ / "run" / "log.h5").string()).root();
+  ASSERT_TRUE(good.has("collisions")) << "the tiny PageGram run logs collision statistics";
+  const std::string scalar = good.sub("scalars").children().front();
+  const uint64_t train_rows = good.sub("train").dataset_shape("step")[0],
+                 eval_rows = good.sub("eval").dataset_shape("step")[0],
+                 scalar_rows = good.sub("scalars").sub(scalar).dataset_shape("step")[0],
+                 coll_rows = good.sub("collisions").dataset_shape("step")[0];
+  ASSERT_EQ(train_rows, 2u);
+  auto rows = [](uint64_t n) { return str(n, n == 1 ? " row" : " rows"); };
+  int n = 0;
+  for (const auto& [dataset, delta, want] : std::vector<std::tuple<std::string, int, std::string>>{
+           {"train/loss", -1, str("/train/loss: ", rows(train_rows - 1), ", but /train/step has ", train_rows)},
+           {"train/lr", +1, str("/train/lr: ", rows(train_rows + 1), ", but /train/step has ", train_rows)},
+           {"train/step", -1, str(", but /train/step has ", train_rows - 1)},
+           {"eval/loss", -1, str("/eval/loss: ", rows(eval_rows - 1), ", but /eval/step has ", eval_rows)},
+           {"scalars/" + scalar + "/value", -1,
+            str("/scalars/", scalar, "/value: ", rows(scalar_rows - 1), ", but /scalars/", scalar, "/step has ", scalar_rows)},
+           {"collisions/touched_rows", -1,
+            str("/collisions/touched_rows: ", rows(coll_rows - 1), ", but /collisions/step has ", coll_rows)}}) {
+    const fs::path run = dir_ / ("misaligned" + std::to_string(n++));
+    fs::remove_all(run);
+    fs::create_directories(run);
+    fs::copy_file(good_, run / "checkpoint.h5");
+    fs::copy_file(dir_ / "run" / "log.h5", run / "log.h5");
+    resize_rows((run / "log.h5").string(), dataset, delta);
+    const std::string before = testing::slurp(run / "log.h5");
+    ExperimentConfig c = cfg_;
+    c.train.out_dir = run.string();
+    data::DataSet ds = data::open_dataset(c.data, c.tokenizer);
+    TrainOptions opt;
+    opt.progress = false;
+    opt.resume = true;
+    std::string err;
+    bool resource = false;
+    try {
+      train(c, ds, opt);
+    } catch (const UserError& e) {
+      err = e.what();
+      resource = dynamic_cast<const ResourceError*>(&e) != nullptr;
+    }
+    EXPECT_NE(err.find((run / "log.h5").string() + ":/"), std::string::npos) << dataset << ": " << err;
+    EXPECT_NE(err.find(want), std::string::npos) << dataset << ": " << err;
+    EXPECT_NE(err.find("(hint: "), std::string::npos) << err;
+    EXPECT_EQ(err.find('\n'), std::string::npos) << err;
+    EXPECT_FALSE(resource) << "bad input (exit 2), not a resource error (exit 4): " << err;
+    EXPECT_EQ(testing::slurp(run / "log.h5"), before) << dataset << ": the log was written back";
+  }
+}
+}  // namespace
+}  // namespace pg
