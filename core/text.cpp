@@ -1,15 +1,16 @@
 // Implementation of core/text.h.
 #include "core/text.h"
 
-#include <unistd.h>
-
 #include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -41,6 +42,42 @@ void write_text_atomic(const std::string& path, const std::string& text) {
     throw;
   }
   h5::commit_atomic(tmp, path);  // fsync, rename, fsync of the directory
+}
+
+namespace {
+// The pid of a temporary's name ("<name>.tmp.<pid>" or "<name>.tmp-<pid>-<n>"), 0 when it is not one.
+long temporary_pid(const std::string& name) {
+  const auto digits = [](const std::string& s) { return !s.empty() && s.find_first_not_of("0123456789") == std::string::npos; };
+  std::string pid;
+  if (const size_t at = name.rfind(".tmp."); at != std::string::npos && at > 0) {
+    pid = name.substr(at + 5);
+  } else if (const size_t at2 = name.rfind(".tmp-"); at2 != std::string::npos && at2 > 0) {
+    const std::string rest = name.substr(at2 + 5);
+    const size_t dash = rest.find('-');
+    if (dash == std::string::npos || !digits(rest.substr(dash + 1))) return 0;
+    pid = rest.substr(0, dash);
+  }
+  if (!digits(pid) || pid.size() > 9) return 0;
+  return std::strtol(pid.c_str(), nullptr, 10);
+}
+}  // namespace
+
+std::vector<std::string> remove_stale_temporaries(const std::string& dir) {
+  std::vector<std::filesystem::path> stale;  // collected first: no removal while the directory is read
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const long pid = temporary_pid(it->path().filename().string());
+    if (pid <= 0 || pid == static_cast<long>(::getpid())) continue;
+    if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;  // alive (or not ours to judge)
+    stale.push_back(it->path());
+  }
+  std::vector<std::string> removed;
+  for (const auto& p : stale) {
+    std::error_code rm;
+    std::filesystem::remove_all(p, rm);
+    if (!rm) removed.push_back(p.string());
+  }
+  return removed;
 }
 
 std::string tail_lines(const std::string& path, int lines) {

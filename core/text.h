@@ -2,6 +2,7 @@
 // JSON string escaping, and the two human formats of durations and counts used in progress lines and tables.
 #pragma once
 #include <string>
+#include <vector>
 
 namespace pg {
 
@@ -11,6 +12,11 @@ std::string read_file(const std::string& path);
 // crash never leaves a half-written file; written with checked POSIX writes and fsynced. On failure the temporary is
 // removed, the previous file kept, and ResourceError names the file and errno.
 void write_text_atomic(const std::string& path, const std::string& text);
+// Removes the temporaries that dead processes left directly in `dir` (files or folders, recursively), by name:
+// "<name>.tmp.<pid>" (write_text_atomic, h5::write_atomic) and "<name>.tmp-<pid>-<n>" (data::staging_path). A
+// temporary is stale when kill(pid, 0) fails with ESRCH; a live process's (or one we may not signal, EPERM) stays.
+// Returns the paths removed; never throws (a missing `dir` or a failed removal is skipped).
+std::vector<std::string> remove_stale_temporaries(const std::string& dir);
 // The last `lines` lines of a text file (reads at most its last 8 KiB), each prefixed "    | "; a terminal
 // progress line's '\r' segments are reduced to the last. "(no output file <path>)" when it cannot be opened.
 std::string tail_lines(const std::string& path, int lines);

@@ -250,6 +250,23 @@ void build_corpus(const DataConfig& cfg, bool quick, const std::string& source_d
     std::cerr << "[data] note: data.corpus is '" << cfg.corpus << "', not this corpus\n";
 }
 
+std::vector<std::string> remove_stale_staging(const DataConfig& cfg) {
+  const fs::path root = cache_dir(cfg);
+  std::vector<fs::path> dirs = {root / "tokenizers", root / "tokens"};
+  std::error_code ec;
+  for (fs::directory_iterator it(root / "tokens", ec), end; !ec && it != end; it.increment(ec)) {
+    std::error_code d;
+    if (it->is_directory(d)) dirs.push_back(it->path());  // <cache>/tokens/<tkey>: the stores' staging folders
+  }
+  std::vector<std::string> removed;
+  for (const fs::path& d : dirs)
+    for (std::string& p : remove_stale_temporaries(d.string())) {
+      std::cerr << "[data] removed " << p << " (left by a process that no longer runs)\n";
+      removed.push_back(std::move(p));
+    }
+  return removed;
+}
+
 std::string tokenizer_key(const TokenizerConfig& tcfg, uint64_t manifest_hash) {
   KeyText k;
   const_cast<TokenizerConfig&>(tcfg).visit(k);
@@ -274,6 +291,7 @@ TokenizerPaths tokenizer_paths(const DataConfig& cfg, const TokenizerConfig& tcf
 TokenizerPaths train_tokenizer(const DataConfig& cfg, const TokenizerConfig& tcfg) {
   cfg.validate("data config");
   tcfg.validate("tokenizer config");
+  remove_stale_staging(cfg);
   const Corpus corpus = Corpus::open(corpus_dir(cfg), corpus_hint(cfg));
   return train_tokenizer_on(cfg, tcfg, corpus);
 }
@@ -285,6 +303,7 @@ TokenizeSummary tokenize(const DataConfig& cfg, const TokenizerConfig& tcfg, con
   tcfg.validate("tokenizer config");
   Timer t;
   TokenizeSummary sum;
+  remove_stale_staging(cfg);
   const Corpus corpus = Corpus::open(corpus_dir(cfg), corpus_hint(cfg));
   sum.tokenizer = train_tokenizer_on(cfg, tcfg, corpus);
   const TokenizerPaths& tp = sum.tokenizer;
@@ -391,6 +410,7 @@ DataSet open_dataset(const DataConfig& cfg, const TokenizerConfig& tcfg, const s
   tcfg.validate("tokenizer config");
   Timer t;
   DataSet ds;
+  remove_stale_staging(cfg);
   const std::string cmd = rebuild_command(config_path);
   ds.tokenizer_paths = tokenizer_paths(cfg, tcfg);
   const TokenizerPaths& tp = ds.tokenizer_paths;

@@ -13,6 +13,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "data/config.h"
 #include "data/sampler.h"
@@ -42,6 +43,12 @@ struct TokenizerPaths {
 // The cache key of a tokenizer: hex xxh64 of "pagegram-tokenizer-v1", every TokenizerConfig field as
 // key=value and the corpus manifest hash.
 std::string tokenizer_key(const TokenizerConfig& tcfg, uint64_t manifest_hash);
+// Removes the staging temporaries that dead processes left in the cache ("<key>.tmp-<pid>-<n>" folders under
+// <cache>/tokenizers and <cache>/tokens/<tkey>, and any "*.tmp.<pid>" / "*.tmp-<pid>-<n>" there or in
+// <cache>/tokens), one "[data] removed ..." line on stderr each; a live process's staging stays (kill(pid, 0):
+// core/text.h remove_stale_temporaries). Run by train_tokenizer, tokenize and open_dataset; a file that cannot be
+// read or removed is skipped (only cache_dir's own ConfigError can escape).
+std::vector<std::string> remove_stale_staging(const DataConfig& cfg);
 // The key of a document split: hex xxh64 of the split fields and the document encoding version.
 std::string split_key(const DataConfig& cfg);
 // Where the tokenizer of (cfg, tcfg) lives; reads only the corpus manifest, trains nothing.

@@ -70,21 +70,6 @@ class RunDirLock {
   int fd_ = -1;
 };
 
-// Removes temporaries (<name>.tmp.<pid>) that a killed process left in dir (never those of a live process).
-void remove_stale_temporaries(const std::string& dir) {
-  std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
-    const std::string name = e.path().filename().string();
-    const size_t at = name.rfind(".tmp.");
-    if (at == std::string::npos) continue;
-    const std::string pid = name.substr(at + 5);
-    if (pid.empty() || pid.find_first_not_of("0123456789") != std::string::npos) continue;
-    const long p = std::strtol(pid.c_str(), nullptr, 10);
-    if (p > 0 && (::kill(static_cast<pid_t>(p), 0) == 0 || errno == EPERM)) continue;  // alive
-    std::filesystem::remove_all(e.path(), ec);
-  }
-}
-
 // The divergence rule besides non-finite values (README "Divergence"): over windows of kDivergeWindow steps, a run
 // has diverged when its mean training loss rises more than kDivergeNats above the lowest window mean so far (or
 // above its first step's loss, if that is lower). Healthy runs move well under 1 nat between such windows.
@@ -179,7 +164,7 @@ TrainSummary train(const ExperimentConfig& cfg, const data::DataSet& ds, const T
   if (write_files) {
     std::filesystem::create_directories(tc.out_dir);
     lock = std::make_unique<RunDirLock>(tc.out_dir, opt.command);
-    remove_stale_temporaries(tc.out_dir);
+    remove_stale_temporaries(tc.out_dir);  // core/text.h: those of dead processes (ESRCH), never a live one's
   }
   const bool resumed = opt.resume && std::filesystem::exists(ckpt);
   if (resumed) {

@@ -2,11 +2,13 @@
 // small fixture corpus (tests/fixtures/corpus).
 #include <gtest/gtest.h>
 #include <omp.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <set>
 
@@ -311,6 +313,52 @@ TEST(Pipeline, ConfigRoundTripsThroughYaml) {
   EXPECT_TRUE(cfg::equal(cfg::from_yaml<TokenizerConfig>(cfg::to_yaml(t), "x"), t));
   EXPECT_THROW(cfg::from_yaml<TokenizerConfig>(YAML::Load("model_type: word"), "x"), ConfigError);
   EXPECT_THROW(cfg::from_yaml<DataConfig>(YAML::Load("heldout_fraction: 1.5"), "x"), ConfigError);
+}
+
+// Issue 15 (D9): staging temporaries of the data cache whose process is gone (a `data tokenize` killed while it
+// trained a tokenizer or encoded a store) are removed the next time the pipeline runs: train_tokenizer, tokenize
+// (a cache hit too) and open_dataset. A live process's temporaries stay, and so do names that carry no pid.
+TEST(Pipeline, StaleStagingTemporariesOfDeadProcessesAreRemoved) {
+  TempDir tmp;
+  const DataConfig cfg = data_cfg(tmp);
+  const TokenizeSummary s = tokenize(cfg, tok_cfg());
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) ::_exit(0);
+  ASSERT_EQ(::waitpid(child, nullptr, 0), child);  // reaped: its pid is no longer alive
+  const fs::path tokenizers = tmp.path / "cache" / "tokenizers", stores = fs::path(s.store_dir).parent_path();
+  const std::string dead = std::to_string(child), parent = std::to_string(::getppid()), me = std::to_string(::getpid());
+  auto make = [&] {
+    fs::create_directories(tokenizers / (s.tokenizer.key + ".tmp-" + dead + "-0"));
+    write_file((tokenizers / (s.tokenizer.key + ".tmp-" + dead + "-0") / "spm.model").string(), "partial");
+    const fs::path store = stores / (fs::path(s.store_dir).filename().string() + ".tmp-" + dead + "-3");
+    fs::create_directories(store);
+    write_file((store / ("train.pgtok.tmp-" + dead + "-4")).string(), "partial");
+    write_file((stores / ("store.yaml.tmp." + dead)).string(), "partial");
+    write_file((tmp.path / "cache" / "tokens" / ("x.tmp-" + dead + "-1")).string(), "partial");
+  };
+  const std::vector<fs::path> stale = {tokenizers / (s.tokenizer.key + ".tmp-" + dead + "-0"),
+                                       stores / (fs::path(s.store_dir).filename().string() + ".tmp-" + dead + "-3"),
+                                       stores / ("store.yaml.tmp." + dead),
+                                       tmp.path / "cache" / "tokens" / ("x.tmp-" + dead + "-1")};
+  const std::vector<fs::path> kept = {tokenizers / (s.tokenizer.key + ".tmp-" + parent + "-0"),  // a live process
+                                      tokenizers / (s.tokenizer.key + ".tmp-" + me + "-1"),      // this one
+                                      stores / ("notes.tmp"), stores / ("DONE.tmp-x-1"), stores / "a.tmp.12ab"};
+  for (const fs::path& k : kept) write_file(k.string(), "keep");
+  for (const auto& [what, run] : std::vector<std::pair<std::string, std::function<void()>>>{
+           {"open_dataset", [&] { open_dataset(cfg, tok_cfg()); }},
+           {"tokenize", [&] { EXPECT_TRUE(tokenize(cfg, tok_cfg()).cache_hit); }},
+           {"train_tokenizer", [&] { EXPECT_TRUE(train_tokenizer(cfg, tok_cfg()).cache_hit); }}}) {
+    make();
+    for (const fs::path& p : stale) ASSERT_TRUE(fs::exists(p)) << p;
+    run();
+    for (const fs::path& p : stale) EXPECT_FALSE(fs::exists(p)) << what << " left " << p;
+    for (const fs::path& k : kept) EXPECT_TRUE(fs::exists(k)) << what << " removed " << k;
+  }
+  // the cache itself is untouched
+  EXPECT_TRUE(fs::exists(s.train_path));
+  EXPECT_TRUE(fs::exists(s.tokenizer.model));
+  EXPECT_TRUE(remove_stale_staging(cfg).empty());
 }
 
 }  // namespace
