@@ -163,7 +163,7 @@ void register_storage_commands(CLI::App& app) {
   }
   // ---- export
   {
-    static std::string checkpoint, config, out, fill = "zero", format = "nf4";
+    static std::string checkpoint, config, out, fill = "zero", format = "nf4", synthetic;
     static std::vector<std::string> sets;
     static int64_t eval_windows = 0, threads = 0;
     static bool no_verify = false;
@@ -187,12 +187,16 @@ void register_storage_commands(CLI::App& app) {
                   "many validation windows (0 = skip; whichever --format is written)")
         ->capture_default_str();
     c->add_flag("--no-verify", no_verify, "skip reading the written file back");
+    c->add_option("--synthetic-params", synthetic,
+                  "with --checkpoint: write a table of this many parameters (e.g. 20e9) of the same layout holding the "
+                  "trained rows spread over it (zeros elsewhere), so the model is served from a full-size file");
     c->add_option("--threads", threads, "threads (0 = all allowed CPUs, pinned)");
     c->callback([cmdline] {
       setup_threads(static_cast<int>(threads));
       TableExportOptions o{.checkpoint = checkpoint, .config = config, .sets = sets, .fill = fill,
                            .quantization = parse_quantization(format), .eval_windows = eval_windows,
-                           .verify = !no_verify, .info = {{"revision", build::kRevision}, {"command", cmdline()}}};
+                           .verify = !no_verify, .info = {{"revision", build::kRevision}, {"command", cmdline()}},
+                           .synthetic_params = synthetic.empty() ? 0.0 : parse_count(synthetic, "--synthetic-params")};
       const TableExportResult r = export_table(o, out);
       const TableFileHeader& h = r.header;
       std::printf("%s\n", r.layout_report.c_str());

@@ -97,12 +97,18 @@ GenBenchResult run_generate_bench(const GenBenchConfig& cfg) {
           else
             write_random_table_file(m.table, L, cfg.seed, wo);
         }
-        if (src == "mmap")
-          source = mmap_table_source(m.table, L, false);
-        else if (src.rfind("direct:", 0) == 0)
-          source = direct_table_source(m.table, L, parse_bytes(src.substr(7), "bench generate source " + src));
-        else
+        TableOpenOptions to;
+        if (src == "mmap") {
+          to.mode = "mmap";
+        } else if (src.rfind("direct:", 0) == 0) {
+          to.mode = "direct";
+          to.cache_bytes = parse_bytes(src.substr(7), "bench generate source " + src);
+        } else {
           throw UserError(str("bench generate: source '", src, "': expected ram, mmap or direct:<cache bytes>"));
+        }
+        source = open_table_file(m.table, L, tm.cfg().memory, tm.cfg().model.d_model,
+                                 tm.data && tm.data->tokenizer ? tm.data->tokenizer->pieces() : std::vector<std::string>{},
+                                 to);
       }
       // Prompts: held-out tokens when the tokenizer data matches, else random ids.
       const int64_t V = m.cfg.model.vocab, P = cfg.prompt_tokens, S = cfg.sessions;

@@ -27,13 +27,9 @@ std::unique_ptr<Engine> open_engine(const EngineOptions& o) {
   std::unique_ptr<TableSource> src;
   if (!o.table.empty()) {
     if (!tm.mem()) throw UserError(str("--table ", o.table, ": ", o.checkpoint, " was trained without a memory table"));
-    const MemoryLayout& L = tm.mem()->table().layout();
-    if (o.table_mode == "mmap" || o.table_mode == "mmap-warm")
-      src = mmap_table_source(o.table, L, o.table_mode == "mmap-warm", o.progress);
-    else if (o.table_mode == "direct")
-      src = direct_table_source(o.table, L, o.cache_bytes);
-    else
-      throw UserError(str("--table-mode ", o.table_mode, ": expected mmap, mmap-warm or direct"));
+    src = open_table_file(o.table, tm.mem()->table().layout(), tm.cfg().memory, tm.cfg().model.d_model,
+                          tm.data && tm.data->tokenizer ? tm.data->tokenizer->pieces() : std::vector<std::string>{},
+                          {.mode = o.table_mode, .cache_bytes = o.cache_bytes, .progress = o.progress});
   } else if (o.table_mode == "direct" || o.cache_bytes > 0) {
     throw UserError("--table-mode direct and --cache need --table FILE.pgt (hint: pagegram export --checkpoint C --out T.pgt)");
   }

@@ -8,6 +8,7 @@
 #include "core/text.h"
 #include "core/timer.h"
 #include "data/pipeline.h"
+#include "memory/row_spread.h"
 #include "storage/layout_spec.h"
 #include "train/config.h"
 #include "train/memory_injector.h"
@@ -17,6 +18,8 @@ namespace pg {
 
 TableExportResult export_table(const TableExportOptions& o, const std::string& out) {
   if (o.checkpoint.empty() == o.config.empty()) throw UserError("export: give exactly one of --checkpoint or --config");
+  if (o.synthetic_params > 0 && o.checkpoint.empty())
+    throw UserError("export: --synthetic-params needs --checkpoint (the trained rows to place)");
   if (o.eval_windows < 0 || (o.eval_windows > 0 && o.checkpoint.empty()))
     throw UserError("export: --eval-windows takes a count >= 0 and needs --checkpoint");
   TableExportResult r;
@@ -28,7 +31,7 @@ TableExportResult export_table(const TableExportOptions& o, const std::string& o
   ExperimentConfig cfg;
   TrainedModel tm;                       // with a checkpoint
   std::unique_ptr<data::DataSet> ds;     // Engram-faithful hashing and the held-out comparison
-  std::unique_ptr<MemoryLayout> own;     // with a config
+  std::unique_ptr<MemoryLayout> own;     // with a config, or the large table of a synthetic file
   const MemoryLayout* L = nullptr;
   if (!o.checkpoint.empty()) {
     tm = load_trained_model(o.checkpoint, {.open_data = o.eval_windows > 0, .table_ready = true});
@@ -40,7 +43,25 @@ TableExportResult export_table(const TableExportOptions& o, const std::string& o
     w.info.push_back({"source", o.checkpoint});
     w.info.push_back({"step", std::to_string(tm.state().step)});
     w.info.push_back({"tokens", std::to_string(tm.state().tokens)});
-    r.header = export_table_file(out, *L, tm.mem()->table().values().data(), o.fill, 0, w);
+    if (o.synthetic_params > 0) {
+      own = make_storage_layout(cfg.memory, cfg.model.d_model, FlashLayoutSpec{L->name(), 0}, o.synthetic_params,
+                                ds && ds->tokenizer ? ds->tokenizer->pieces() : std::vector<std::string>{});
+      const RowSpread spread(*L, *own);
+      const float* v = tm.mem()->table().values().data();
+      const int64_t width = L->width();
+      w.info.push_back({"synthetic_params", std::to_string(own->target_params())});
+      w.info.push_back({"trained_params", std::to_string(L->target_params())});
+      r.header = write_table_file(out, *own, [&](int64_t r0, int64_t n, float* dst) {
+        for (int64_t i = 0; i < n; ++i) {
+          const int64_t t = spread.inverse(r0 + i);
+          if (t >= 0) std::copy(v + t * width, v + (t + 1) * width, dst + i * width);
+          else std::fill(dst + i * width, dst + (i + 1) * width, 0.0f);
+        }
+      }, w);
+      L = own.get();
+    } else {
+      r.header = export_table_file(out, *L, tm.mem()->table().values().data(), o.fill, 0, w);
+    }
   } else {
     cfg = load_experiment(o.config, o.sets);
     if (!cfg.memory.enabled())
@@ -64,7 +85,8 @@ TableExportResult export_table(const TableExportOptions& o, const std::string& o
     data::ValidationWindows val = ds->validation(cfg.model.context);
     r.eval_windows = std::min<int64_t>(o.eval_windows, val.count());
     Timer te;
-    r.loss = compare_table_loss(tm.mem()->table().values(), L->rows(), L->width(),
+    const MemoryLayout& T = tm.mem()->table().layout();  // the trained table (also for a synthetic file)
+    r.loss = compare_table_loss(tm.mem()->table().values(), T.rows(), T.width(),
                                 {TableQuantization::kNf4, TableQuantization::kMxfp8},
                                 [&] { return tm.session->evaluate(val, r.eval_windows, *ds->heldout); });
     r.eval_seconds = te.seconds();

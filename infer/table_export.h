@@ -23,6 +23,8 @@ struct TableExportOptions {
   int64_t eval_windows = 0;           // with `checkpoint`: compare held-out loss on this many validation windows
   bool verify = true;                 // read every block of the written file back
   std::vector<std::pair<std::string, std::string>> info;  // extra header info (revision, command)
+  double synthetic_params = 0;        // with `checkpoint`: write a table of this many parameters (same layout) holding
+                                      // the trained rows spread over it (memory/row_spread.h), zeros elsewhere
 };
 
 struct TableExportResult {

@@ -28,6 +28,11 @@ class EngramLayout final : public MemoryLayout {
   bool faithful() const { return faithful_; }
   // First row of sub-table (o, k).
   int64_t base(int64_t o, int64_t k) const { return base_[o * heads_per_order_ + k]; }
+  std::vector<Segment> segments() const override {
+    std::vector<Segment> s;
+    for (size_t i = 0; i < base_.size(); ++i) s.push_back({base_[i], sizes_[i], 1});
+    return s;
+  }
   // Engram-faithful: the odd multiplier of shift i (0 = current token), and the compressed id of the
   // boundary (pad) token.
   const std::vector<uint64_t>& multipliers() const { return mult_; }

@@ -15,6 +15,11 @@ class FlatLayout final : public MemoryLayout {
   int64_t head_row_index(int64_t o, int64_t, int64_t row) const override { return row - o * rows_per_order_; }
   void address(const uint64_t* ctx, int64_t n, int64_t* rows, uint64_t* signs) const override;
   int64_t rows_per_order() const { return rows_per_order_; }
+  std::vector<Segment> segments() const override {
+    std::vector<Segment> s;
+    for (int64_t o = 0; o < n_orders(); ++o) s.push_back({o * rows_per_order_, rows_per_order_, 1});
+    return s;
+  }
 
  protected:
   int64_t parity_unit() const override { return n_orders() * width_; }

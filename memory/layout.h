@@ -73,6 +73,15 @@ class MemoryLayout {
   // Sub-table sizes in (order, head) order: flat R_n, Engram P_{n,k}, PageGram P_n (pages).
   const std::vector<int64_t>& sizes() const { return sizes_; }
 
+  // ---- Segments: the table's rows as contiguous sub-tables, each addressed independently by hashing into its
+  // units (flat: one per order, unit 1 row; Engram-style: one per (order, head), unit 1 row; PageGram: one per
+  // order, unit one page of K*S rows). Two tables of one layout and config that differ only in size have the same
+  // segments with more units (memory/row_spread.h places one table's rows in the other).
+  struct Segment {
+    int64_t base = 0, rows = 0, unit = 1;
+  };
+  virtual std::vector<Segment> segments() const = 0;
+
   // ---- Identity (saved with a table and compared on load): the hash version, seeds and geometry as
   // key/value text, and the derived hash seeds [n_orders, heads_per_order, 3 roles].
   virtual std::vector<std::pair<std::string, std::string>> identity() const;

@@ -25,6 +25,11 @@ class PageGramLayout final : public MemoryLayout {
   int64_t pages(int64_t o) const { return sizes_[o]; }
   int64_t page_rows() const { return heads_per_order_ * slots_; }  // K*S rows per page
   int64_t base(int64_t o) const { return base_[o]; }
+  std::vector<Segment> segments() const override {
+    std::vector<Segment> s;
+    for (int64_t o = 0; o < n_orders(); ++o) s.push_back({base_[o], sizes_[o] * page_rows(), page_rows()});
+    return s;
+  }
   // Global page index of a row (pages of all orders numbered consecutively).
   int64_t page_of(int64_t row) const { return row / page_rows(); }
   int64_t page_bytes() const { return page_rows() * nf4_bytes_per_row(); }

@@ -20,7 +20,9 @@
 #include "storage/eval_stream.h"
 #include "storage/mxfp8.h"
 #include "storage/nf4.h"
+#include "storage/layout_spec.h"
 #include "storage/table_file.h"
+#include "memory/row_spread.h"
 
 #ifdef PG_HAVE_URING
 #include <liburing.h>
@@ -431,6 +433,57 @@ std::unique_ptr<TableSource> direct_table_source(const std::string& path, const 
                                                  int64_t cache_bytes, int depth) {
   if (cache_bytes < 0) throw UserError(str("table source direct: cache of ", cache_bytes, " bytes (hint: 0 = no cache)"));
   return std::make_unique<DirectSource>(path, layout, cache_bytes, depth);
+}
+
+namespace {
+// The trained table's addresses mapped into a larger file's rows (memory/row_spread.h); reads are the inner
+// source's (so they are counted on the large file's blocks).
+class SpreadSource final : public TableSource {
+ public:
+  SpreadSource(std::unique_ptr<MemoryLayout> large, const MemoryLayout& trained, const std::string& path,
+               const TableOpenOptions& o)
+      : large_(std::move(large)), spread_(trained, *large_) {
+    inner_ = o.mode == "direct" ? direct_table_source(path, *large_, o.cache_bytes)
+                                : mmap_table_source(path, *large_, o.mode == "mmap-warm", o.progress);
+  }
+  std::string describe() const override {
+    return str(inner_->describe(), ", synthetic: ", format_count(static_cast<double>(large_->params())),
+               " parameters holding the trained rows");
+  }
+  void fetch(const Addresses& a, float* out) override {
+    mapped_.n = a.n;
+    mapped_.heads = a.heads;
+    mapped_.sign_words = a.sign_words;
+    mapped_.rows.resize(a.rows.size());
+    for (size_t i = 0; i < a.rows.size(); ++i) mapped_.rows[i] = spread_.map(a.rows[i]);
+    mapped_.signs = a.signs;
+    inner_->fetch(mapped_, out);
+  }
+  const TableReadStats& stats() const override { return inner_->stats(); }
+  void reset_stats() override { inner_->reset_stats(); }
+
+ private:
+  std::unique_ptr<MemoryLayout> large_;
+  RowSpread spread_;
+  std::unique_ptr<TableSource> inner_;
+  Addresses mapped_;
+};
+}  // namespace
+
+std::unique_ptr<TableSource> open_table_file(const std::string& path, const MemoryLayout& trained,
+                                             const MemoryConfig& memory, int64_t d_model,
+                                             const std::vector<std::string>& pieces, const TableOpenOptions& o) {
+  if (o.mode != "mmap" && o.mode != "mmap-warm" && o.mode != "direct")
+    throw UserError(str("--table-mode ", o.mode, ": expected mmap, mmap-warm or direct"));
+  const TableFileHeader h = TableFileReader::read_header(path);
+  const std::string synthetic = h.identity_value("info.synthetic_params");
+  if (synthetic.empty()) {
+    if (o.mode == "direct") return direct_table_source(path, trained, o.cache_bytes);
+    return mmap_table_source(path, trained, o.mode == "mmap-warm", o.progress);
+  }
+  const double params = parse_count(synthetic, str(path, ": info.synthetic_params"));
+  auto large = make_storage_layout(memory, d_model, FlashLayoutSpec{trained.name(), 0}, params, pieces);
+  return std::make_unique<SpreadSource>(std::move(large), trained, path, o);
 }
 
 }  // namespace pg

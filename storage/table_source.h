@@ -17,7 +17,9 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
+#include "memory/config.h"
 #include "memory/layout.h"
 #include "memory/ngram.h"
 
@@ -40,8 +42,8 @@ class TableSource {
   // The rows of addresses `a` (all positions, every head) into out [a.n * a.heads, width] in the order of a.rows
   // (duplicates included), dequantized.
   virtual void fetch(const Addresses& a, float* out) = 0;
-  const TableReadStats& stats() const { return stats_; }
-  void reset_stats() { stats_ = {}; }
+  virtual const TableReadStats& stats() const { return stats_; }
+  virtual void reset_stats() { stats_ = {}; }
 
  protected:
   TableReadStats stats_;
@@ -57,5 +59,20 @@ std::unique_ptr<TableSource> mmap_table_source(const std::string& path, const Me
 // (rounded down to 4 KiB blocks; 0 = none). UserError when this build has no io_uring.
 std::unique_ptr<TableSource> direct_table_source(const std::string& path, const MemoryLayout& layout,
                                                  int64_t cache_bytes, int depth = 64);
+
+// How a command opens a .pgt file: "mmap", "mmap-warm" or "direct" (with an LRU cache of cache_bytes).
+struct TableOpenOptions {
+  std::string mode = "mmap";
+  int64_t cache_bytes = 0;
+  bool progress = false;
+};
+// Opens the table file of a model whose trained table has layout `trained` (built from the memory section `memory`
+// and d_model; `pieces`: the tokenizer's, for Engram-faithful hashing). A synthetic file (`pagegram export
+// --synthetic-params`: identity info.synthetic_params) holds the trained rows spread over a larger table of the
+// same layout (memory/row_spread.h): it is opened with that larger layout and every address is mapped, so reads hit
+// the large file where its rows lie. UserError for an unknown mode or a file of another table.
+std::unique_ptr<TableSource> open_table_file(const std::string& path, const MemoryLayout& trained,
+                                             const MemoryConfig& memory, int64_t d_model,
+                                             const std::vector<std::string>& pieces, const TableOpenOptions& o);
 
 }  // namespace pg
