@@ -119,11 +119,15 @@ void register_infer_commands(CLI::App& app) {
     c->add_option("--prompt-tokens", g.prompt_tokens, "prompt length")->capture_default_str();
     c->add_option("--decode-tokens", g.decode_tokens, "decode steps of one session")->capture_default_str();
     c->add_option("--sessions", g.sessions, "sessions decoded as one batch")->capture_default_str();
+    static std::string synthetic;
+    c->add_option("--synthetic-params", synthetic, "with --checkpoint: serve each trained table from a synthetic file "
+                  "of this many parameters (e.g. 20e9: the trained rows spread over a full-size table)");
     c->add_option("--batch-steps", g.batch_steps, "decode steps of the batch")->capture_default_str();
     c->add_option("--seed", g.seed, "sampling and prompt seed")->capture_default_str();
     c->add_option("--threads", threads, "threads (0 = all allowed CPUs, pinned)")->check(CLI::Range(int64_t{0}, int64_t{1024}));
     c->callback([] {
       setup_threads(static_cast<int>(threads));
+      if (!synthetic.empty()) g.synthetic_params = parse_count(synthetic, "--synthetic-params");
       const GenBenchResult r = run_generate_bench(g);
       std::printf("bench generate: %d threads, kernels %s on %s\n%s", r.threads, kern::active_name(),
                   isa::cpu_description().c_str(), format_generate_bench(r).c_str());

@@ -1,5 +1,6 @@
 // Implementation of infer/bench.h.
 #include "infer/bench.h"
+#include "infer/table_export.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -92,7 +93,15 @@ GenBenchResult run_generate_bench(const GenBenchConfig& cfg) {
           m.table = (std::filesystem::path(cfg.table_dir) / (m.name + ".nf4.pgt")).string();
           TableWriteOptions wo;
           wo.progress = cfg.progress;
-          if (!m.checkpoint.empty())
+          if (!m.checkpoint.empty() && cfg.synthetic_params > 0) {
+            TableExportOptions eo;
+            eo.checkpoint = m.checkpoint;
+            eo.synthetic_params = cfg.synthetic_params;
+            eo.verify = false;
+            m.table = (std::filesystem::path(cfg.table_dir) /
+                       (m.name + ".synthetic-" + format_count(cfg.synthetic_params) + ".nf4.pgt")).string();
+            export_table(eo, m.table);
+          } else if (!m.checkpoint.empty())
             export_table_file(m.table, L, mem->table().values().data(), "zero", 0, wo);
           else
             write_random_table_file(m.table, L, cfg.seed, wo);

@@ -25,6 +25,8 @@ struct GenBenchConfig {
   int64_t batch_steps = 8;     // decode steps of the many-session run
   uint64_t seed = 0;
   bool progress = true;
+  double synthetic_params = 0;  // > 0: a trained model's table is written as a synthetic file of this size
+                                // (infer/table_export.h: the trained rows spread over a full-size table)
 };
 
 struct GenBenchRow {
