@@ -272,6 +272,35 @@ double fma_probe_impl(int64_t iters) {
   return 2.0 * 16 * 12 * static_cast<double>(iters);
 }
 
+// ---- bf16 pieces (core/gemm.h's rounding in integer lanes; kernels_impl.inc uses them) ----
+// Each lane's bf16 (RNE, NaN quiet, zero/denormal to signed zero) in its high half, the low half zero.
+inline __m512i round_bf16_hi(__m512i u) {
+  const __m512i absu = _mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFFFF));
+  const __mmask16 tiny = _mm512_cmpeq_epi32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7F800000)),
+                                                 _mm512_setzero_si512());
+  const __mmask16 nan = _mm512_cmpgt_epi32_mask(absu, _mm512_set1_epi32(0x7F800000));
+  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+  __m512i r = _mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7FFF)));
+  r = _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(u, _mm512_set1_epi32(0x00400000)));
+  r = _mm512_mask_mov_epi32(r, tiny, _mm512_and_si512(u, _mm512_set1_epi32(static_cast<int>(0x80000000u))));
+  return _mm512_and_si512(r, _mm512_set1_epi32(static_cast<int>(0xFFFF0000u)));
+}
+// dst[j] = bf16(even[j]) | bf16(odd[j]) << 16 for j < n (odd == nullptr: zero).
+void convert_pairs(uint32_t* dst, const float* even, const float* odd, int64_t n) {
+  for (int64_t j = 0; j < n; j += 16) {
+    const __mmask16 m = tail(n - j);
+    const __m512i e = round_bf16_hi(_mm512_castps_si512(_mm512_maskz_loadu_ps(m, even + j)));
+    const __m512i o =
+        odd ? round_bf16_hi(_mm512_castps_si512(_mm512_maskz_loadu_ps(m, odd + j))) : _mm512_setzero_si512();
+    _mm512_mask_storeu_epi32(dst + j, m, _mm512_or_si512(_mm512_srli_epi32(e, 16), o));
+  }
+}
+inline void split16(const uint32_t* p, V& even, V& odd) {
+  const __m512i w = _mm512_loadu_si512(p);
+  even = _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+  odd = _mm512_castsi512_ps(_mm512_and_si512(w, _mm512_set1_epi32(static_cast<int>(0xFFFF0000u))));
+}
+
 #include "core/kernels_impl.inc"
 
 }  // namespace
