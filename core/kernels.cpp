@@ -82,6 +82,10 @@ void select_bf16(const std::string& mode) {
   g_bf16_mode = m;
 }
 
+std::string run_kernels_name(bool bf16) {
+  return bf16 ? str(active_name(), "+bf16 ", bf16_name()) : std::string(active_name());
+}
+
 std::string bf16_name() {
   const Bf16Micro& m = active_bf16();
   return m.mxcsr_daz_ftz ? str(m.name, " (", active_name(), ")") : std::string(m.name);

@@ -95,6 +95,9 @@ const Bf16Micro& active_bf16();
 void select_bf16(const std::string& mode);
 // "vdpbf16ps" or "emulated (avx2)": the bf16 kernel, for logs and --version.
 std::string bf16_name();
+// The kernels a run uses, for logs: active_name() in fp32, "avx512+bf16 vdpbf16ps" (or "avx2+bf16 emulated
+// (avx2)") in bf16.
+std::string run_kernels_name(bool bf16);
 
 }  // namespace pg::kern
 

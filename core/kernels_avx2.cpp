@@ -310,16 +310,19 @@ inline __m256i round_bf16_hi(__m256i u) {
   r = _mm256_blendv_epi8(r, _mm256_and_si256(u, _mm256_set1_epi32(static_cast<int>(0x80000000u))), tiny);
   return _mm256_and_si256(r, _mm256_set1_epi32(static_cast<int>(0xFFFF0000u)));
 }
-// dst[j] = bf16(even[j]) | bf16(odd[j]) << 16 for j < n (odd == nullptr: zero).
-void convert_pairs(uint32_t* dst, const float* even, const float* odd, int64_t n) {
-  for (int64_t j = 0; j < n; j += 8) {
+// dst[j] = bf16(even[j]) | bf16(odd[j]) << 16 for j < n (odd == nullptr: zero), dst[j] = 0 for n <= j < width.
+void convert_pairs(uint32_t* dst, const float* even, const float* odd, int64_t n, int64_t width) {
+  for (int64_t j = 0; j < width; j += 8) {
     const __m256i m = mask8(n - j);
     const __m256i e = round_bf16_hi(_mm256_castps_si256(_mm256_maskload_ps(even + j, m)));
     const __m256i o =
         odd ? round_bf16_hi(_mm256_castps_si256(_mm256_maskload_ps(odd + j, m))) : _mm256_setzero_si256();
-    _mm256_maskstore_epi32(reinterpret_cast<int*>(dst + j), m, _mm256_or_si256(_mm256_srli_epi32(e, 16), o));
+    _mm256_maskstore_epi32(reinterpret_cast<int*>(dst + j), mask8(width - j),
+                           _mm256_or_si256(_mm256_srli_epi32(e, 16), o));
   }
 }
+// The transposing bf16 packer is left to the staged path on AVX2 (fp32 packer, then convert_pairs).
+bool rows_to_pairs(uint32_t*, int64_t, const float*, int64_t, int64_t, int64_t, int64_t) { return false; }
 inline void split16(const uint32_t* p, V& even, V& odd) {
   const __m256i hi = _mm256_set1_epi32(static_cast<int>(0xFFFF0000u));
   const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));

@@ -285,15 +285,45 @@ inline __m512i round_bf16_hi(__m512i u) {
   r = _mm512_mask_mov_epi32(r, tiny, _mm512_and_si512(u, _mm512_set1_epi32(static_cast<int>(0x80000000u))));
   return _mm512_and_si512(r, _mm512_set1_epi32(static_cast<int>(0xFFFF0000u)));
 }
-// dst[j] = bf16(even[j]) | bf16(odd[j]) << 16 for j < n (odd == nullptr: zero).
-void convert_pairs(uint32_t* dst, const float* even, const float* odd, int64_t n) {
-  for (int64_t j = 0; j < n; j += 16) {
+// dst[j] = bf16(even[j]) | bf16(odd[j]) << 16 for j < n (odd == nullptr: zero), dst[j] = 0 for n <= j < width.
+void convert_pairs(uint32_t* dst, const float* even, const float* odd, int64_t n, int64_t width) {
+  for (int64_t j = 0; j < width; j += 16) {
     const __mmask16 m = tail(n - j);
     const __m512i e = round_bf16_hi(_mm512_castps_si512(_mm512_maskz_loadu_ps(m, even + j)));
     const __m512i o =
         odd ? round_bf16_hi(_mm512_castps_si512(_mm512_maskz_loadu_ps(m, odd + j))) : _mm512_setzero_si512();
-    _mm512_mask_storeu_epi32(dst + j, m, _mm512_or_si512(_mm512_srli_epi32(e, 16), o));
+    _mm512_mask_storeu_epi32(dst + j, tail(width - j), _mm512_or_si512(_mm512_srli_epi32(e, 16), o));
   }
+}
+// Rows i < nrows (<= 16) of src (row stride rs, contiguous along k) to pair rows: dst[p * dstride + i] = the words of
+// (src[i][2p], src[i][2p+1]) for p < (kc+1)/2, `width` words per pair row (rows >= nrows zero). 32 k of 16 rows at a
+// time: round, keep the high 16 bits of every lane (one VPERMT2W), then a 16x16 transpose of the words.
+bool rows_to_pairs(uint32_t* dst, int64_t dstride, const float* src, int64_t rs, int64_t nrows, int64_t kc,
+                   int64_t width) {
+  alignas(64) static constexpr uint16_t kOddHalves[32] = {1,  3,  5,  7,  9,  11, 13, 15, 17, 19, 21,
+                                                          23, 25, 27, 29, 31, 33, 35, 37, 39, 41, 43,
+                                                          45, 47, 49, 51, 53, 55, 57, 59, 61, 63};
+  const __m512i idx = _mm512_load_si512(kOddHalves);
+  const __mmask16 st = tail(width);
+  __m512 r[16];
+  for (int64_t k = 0; k < kc; k += 32) {
+    const int64_t kk = std::min<int64_t>(32, kc - k);
+    const __mmask16 m0 = tail(kk), m1 = tail(kk - 16);
+    for (int64_t i = 0; i < 16; ++i) {
+      if (i < nrows) {
+        const float* s = src + i * rs + k;
+        const __m512i lo = round_bf16_hi(_mm512_castps_si512(_mm512_maskz_loadu_ps(m0, s)));
+        const __m512i hi = round_bf16_hi(_mm512_castps_si512(_mm512_maskz_loadu_ps(m1, s + 16)));
+        r[i] = _mm512_castsi512_ps(_mm512_permutex2var_epi16(lo, idx, hi));
+      } else {
+        r[i] = _mm512_setzero_ps();
+      }
+    }
+    transpose16(r);
+    for (int64_t p = 0; p < (kk + 1) / 2; ++p)
+      _mm512_mask_storeu_ps(reinterpret_cast<float*>(dst + (k / 2 + p) * dstride), st, r[p]);
+  }
+  return true;
 }
 inline void split16(const uint32_t* p, V& even, V& odd) {
   const __m512i w = _mm512_loadu_si512(p);

@@ -158,13 +158,17 @@ TEST_F(Bf16Gemm, EveryKernelGivesTheReferenceBitsInEveryLayout) {
     uint32_t seed = 1;
     for (const Case& cs : cases) {
       const int64_t M = cs.M, N = cs.N, K = cs.K;
-      const std::vector<float> a = matrix(M * K, seed++), b = matrix(K * N, seed++), c0 = matrix(M * N, seed++);
-      for (bool at : {false, true})
-        for (bool bt : {false, true})
+      // room for the strided layout (2): element (i, j) of an R x C operand at p[2 i + 2 R j]
+      const std::vector<float> a = matrix(4 * M * K, seed++), b = matrix(4 * K * N, seed++), c0 = matrix(M * N, seed++);
+      auto view = [](const std::vector<float>& v, int layout, int64_t R, int64_t C) {
+        return layout == 0 ? View{v.data(), C, 1} : layout == 1 ? View{v.data(), 1, R} : View{v.data(), 2, 2 * R};
+      };
+      for (int at : {0, 1, 2})
+        for (int bt : {0, 1, 2})
           for (bool acc : {false, true}) {
             SCOPED_TRACE(::testing::Message() << M << "x" << N << "x" << K << " at " << at << " bt " << bt << " acc " << acc);
-            const View av = at ? View{a.data(), 1, M} : View{a.data(), K, 1};
-            const View bv = bt ? View{b.data(), 1, K} : View{b.data(), N, 1};
+            const View av = view(a, at, M, K);
+            const View bv = view(b, bt, K, N);
             std::vector<float> want = c0, got = c0;
             gemm::gemm_bf16_reference(M, N, K, av, bv, want.data(), N, acc);
             gemm::gemm(M, N, K, av, bv, got.data(), N, acc);
