@@ -311,7 +311,8 @@ inline __m256i round_bf16_hi(__m256i u) {
   return _mm256_and_si256(r, _mm256_set1_epi32(static_cast<int>(0xFFFF0000u)));
 }
 // dst[j] = bf16(even[j]) | bf16(odd[j]) << 16 for j < n (odd == nullptr: zero), dst[j] = 0 for n <= j < width.
-void convert_pairs(uint32_t* dst, const float* even, const float* odd, int64_t n, int64_t width) {
+inline bool bf16_cvt() { return false; }  // no VCVTNE2PS2BF16 without AVX-512
+void convert_pairs(bool, uint32_t* dst, const float* even, const float* odd, int64_t n, int64_t width) {
   for (int64_t j = 0; j < width; j += 8) {
     const __m256i m = mask8(n - j);
     const __m256i e = round_bf16_hi(_mm256_castps_si256(_mm256_maskload_ps(even + j, m)));
@@ -322,7 +323,7 @@ void convert_pairs(uint32_t* dst, const float* even, const float* odd, int64_t n
   }
 }
 // The transposing bf16 packer is left to the staged path on AVX2 (fp32 packer, then convert_pairs).
-bool rows_to_pairs(uint32_t*, int64_t, const float*, int64_t, int64_t, int64_t, int64_t) { return false; }
+bool rows_to_pairs(bool, uint32_t*, int64_t, const float*, int64_t, int64_t, int64_t, int64_t) { return false; }
 inline void split16(const uint32_t* p, V& even, V& odd) {
   const __m256i hi = _mm256_set1_epi32(static_cast<int>(0xFFFF0000u));
   const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
