@@ -52,7 +52,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::function<std::string()>([] {
                          std::string kernels;
                          try {
-                           kernels = pg::kern::active_name();
+                           kernels = std::string(pg::kern::active_name()) + " (bf16: " + pg::kern::bf16_name() + ")";
                          } catch (const pg::UserError& e) {
                            kernels = std::string("unavailable: ") + e.what();
                          }

@@ -166,7 +166,7 @@ void register_train_commands(CLI::App& app, int argc, char** argv) {
                     static_cast<double>(x.bytes_sent) / 1e6 / n, static_cast<double>(x.messages) / n);
       }
       const kern::PeakResult peak = kern::measure_peak();
-      std::printf("kernels %s on %s\n", kern::active_name(), isa::cpu_description().c_str());
+      std::printf("kernels %s on %s\n", kern::run_kernels_name(cfg.train.bf16()).c_str(), isa::cpu_description().c_str());
       std::printf("tok/s %.0f  GFLOP/s %.1f (%.0f%% of the FMA peak %.0f GFLOP/s; core/gemm alone %.0f)  peak RSS %.0f MiB\n",
                   s.train_tok_per_s, s.train_tok_per_s * flops / 1e9, 100.0 * s.train_tok_per_s * flops / 1e9 / peak.fma_gflops,
                   peak.fma_gflops, peak.gemm_gflops, s.peak_rss_kb / 1024.0);

@@ -4,14 +4,26 @@
 
 #include <Eigen/Dense>
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
 
+#include "core/error.h"
 #include "core/kernels.h"
 
 namespace pg::gemm {
 namespace {
+
+Precision g_precision = Precision::fp32;
+bool bf16() { return g_precision == Precision::bf16; }
+
+// A bf16 product over [k0, k0+K) of an operand packed for k_cap: whole pairs only (see PackedA/PackedB).
+void check_pairs(int64_t k0, int64_t K, int64_t k_cap) {
+  PG_CHECK(k0 % 2 == 0 && (K % 2 == 0 || k0 + K == k_cap), "bf16 GEMM over k [", k0, ", ", k0 + K,
+           ") of an operand packed for ", k_cap, " splits a k pair");
+}
 
 using EStride = Eigen::Stride<Eigen::Dynamic, Eigen::Dynamic>;
 template <class T>
@@ -42,48 +54,84 @@ bool trivial(int64_t M, int64_t N, int64_t K, float* c, int64_t ldc, bool accumu
   return false;
 }
 
+// C = [C +] A[:, ka0 :] * B[kb0 :, n0 :] with the active kernels at the current precision.
+void core(int64_t M, int64_t N, int64_t K, const kern::ASource& A, int64_t ka0, const float* bdata, int64_t b_kcap,
+          int64_t kb0, int64_t n0, float* c, int64_t ldc, bool accumulate, float* abuf) {
+  const kern::Kernels& kt = kern::active();
+  if (!bf16()) {
+    kt.gemm_core(M, N, K, A, ka0, bdata, b_kcap, kb0, n0, c, ldc, accumulate, abuf);
+    return;
+  }
+  check_pairs(kb0, K, b_kcap);
+  if (A.packed) check_pairs(ka0, K, A.k_cap);
+  kt.gemm_core16(M, N, K, A, ka0, bdata, b_kcap, kb0, n0, c, ldc, accumulate, abuf, kern::active_bf16());
+}
+
 }  // namespace
 
+const char* precision_name(Precision p) { return p == Precision::bf16 ? "bf16" : "fp32"; }
+Precision precision() { return g_precision; }
+void set_precision(Precision p) { g_precision = p; }
+
+void gemm_bf16_reference(int64_t M, int64_t N, int64_t K, View a, View b, float* c, int64_t ldc, bool accumulate) {
+  // DAZ on the accumulator read, FTZ on every FMA result (VDPBF16PS); the operands' denormals are already zero.
+  auto flush = [](float x) { return std::fabs(x) < std::numeric_limits<float>::min() ? std::copysign(0.0f, x) : x; };
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) {
+      float acc = accumulate ? flush(c[i * ldc + j]) : 0.0f;
+      for (int64_t k = 0; k < K; k += 2) {
+        const float ao = k + 1 < K ? from_bf16(to_bf16(a.at(i, k + 1))) : 0.0f;
+        const float bo = k + 1 < K ? from_bf16(to_bf16(b.at(k + 1, j))) : 0.0f;
+        acc = flush(std::fma(ao, bo, acc));
+        acc = flush(std::fma(from_bf16(to_bf16(a.at(i, k))), from_bf16(to_bf16(b.at(k, j))), acc));
+      }
+      c[i * ldc + j] = acc;
+    }
+}
+
 void pack_a(float* dst, View a, int64_t M, int64_t K, int64_t q0, int64_t q1) {
-  kern::active().pack_a(dst, a, M, K, q0, q1);
+  if (bf16()) kern::active().pack_a16(dst, a, M, K, q0, q1);
+  else kern::active().pack_a(dst, a, M, K, q0, q1);
 }
 void pack_a_krange(float* dst, View a, int64_t M, int64_t K, int64_t k0, int64_t k1) {
-  kern::active().pack_a_krange(dst, a, M, K, k0, k1);
+  if (bf16()) {
+    PG_CHECK(k0 % 2 == 0, "bf16 packing of A from an odd k ", k0);
+    kern::active().pack_a_krange16(dst, a, M, K, k0, k1);
+  } else {
+    kern::active().pack_a_krange(dst, a, M, K, k0, k1);
+  }
 }
 void pack_b(float* dst, View b, int64_t K, int64_t N, int64_t q0, int64_t q1) {
-  kern::active().pack_b(dst, b, K, N, q0, q1);
+  if (bf16()) kern::active().pack_b16(dst, b, K, N, q0, q1);
+  else kern::active().pack_b(dst, b, K, N, q0, q1);
 }
 
 void gemm_packed(int64_t M, int64_t N, int64_t K, View a, const PackedB& b, int64_t k0, int64_t n0, float* c,
                  int64_t ldc, bool accumulate) {
   if (trivial(M, N, K, c, ldc, accumulate)) return;
-  kern::active().gemm_core(M, N, K, kern::ASource{a}, 0, b.data, b.k_cap, k0, n0, c, ldc, accumulate,
-                           thread_scratch(0, kMc * kKc));
+  core(M, N, K, kern::ASource{a}, 0, b.data, b.k_cap, k0, n0, c, ldc, accumulate, thread_scratch(0, kMc * kKc));
 }
 
 void gemm_packed(int64_t M, int64_t N, int64_t K, const PackedA& a, int64_t i0, const PackedB& b, int64_t k0,
                  int64_t n0, float* c, int64_t ldc, bool accumulate) {
   if (trivial(M, N, K, c, ldc, accumulate)) return;
-  kern::active().gemm_core(M, N, K, kern::ASource{View{nullptr, 0, 0}, a.data, a.k_cap, i0}, k0, b.data, b.k_cap,
-                           k0, n0, c, ldc, accumulate, nullptr);
+  core(M, N, K, kern::ASource{View{nullptr, 0, 0}, a.data, a.k_cap, i0}, k0, b.data, b.k_cap, k0, n0, c, ldc,
+       accumulate, nullptr);
 }
 
 void gemm(int64_t M, int64_t N, int64_t K, View a, View b, float* c, int64_t ldc, bool accumulate) {
   if (trivial(M, N, K, c, ldc, accumulate)) return;
-  const kern::Kernels& kt = kern::active();
   float* bp = thread_scratch(1, packed_b_floats(K, N));
-  kt.pack_b(bp, b, K, N, 0, packed_b_panels(N));
-  kt.gemm_core(M, N, K, kern::ASource{a}, 0, bp, K, 0, 0, c, ldc, accumulate, thread_scratch(0, kMc * kKc));
+  pack_b(bp, b, K, N, 0, packed_b_panels(N));
+  core(M, N, K, kern::ASource{a}, 0, bp, K, 0, 0, c, ldc, accumulate, thread_scratch(0, kMc * kKc));
 }
 
 void gemm(int64_t M, int64_t N, int64_t K, const PackedA& a, int64_t i0, int64_t k0, View b, float* c, int64_t ldc,
           bool accumulate) {
   if (trivial(M, N, K, c, ldc, accumulate)) return;
-  const kern::Kernels& kt = kern::active();
   float* bp = thread_scratch(1, packed_b_floats(K, N));
-  kt.pack_b(bp, b, K, N, 0, packed_b_panels(N));
-  kt.gemm_core(M, N, K, kern::ASource{View{nullptr, 0, 0}, a.data, a.k_cap, i0}, k0, bp, K, 0, 0, c, ldc, accumulate,
-               nullptr);
+  pack_b(bp, b, K, N, 0, packed_b_panels(N));
+  core(M, N, K, kern::ASource{View{nullptr, 0, 0}, a.data, a.k_cap, i0}, k0, bp, K, 0, 0, c, ldc, accumulate, nullptr);
 }
 
 void pack_operand(const AOperand<float>& a) {

@@ -7,12 +7,53 @@
 // summation order over k is a pure function of K (k-blocks of k_block(K)), so identical inputs give
 // identical bits, whatever the row/column offsets or the blocking over M and N. In fact every output element
 // is one sequential FMA chain over k = 0..K-1, so the bits do not depend on the kernel's ISA either.
+//
+// Precision (set_precision / PrecisionScope): in bf16 every float GEMM rounds both operands to bf16 while packing
+// (round-to-nearest-even, NaN kept quiet, denormals to signed zero: VCVTNE2PS2BF16's rule) and accumulates in
+// fp32 as VDPBF16PS does: k taken in pairs (2p, 2p+1), per pair c += a[2p+1]*b[2p+1], then c += a[2p]*b[2p], each an
+// fp32 FMA with denormal inputs read as zero and denormal results flushed to zero (round to nearest even; tininess
+// after rounding). K is padded with a zero pair element when odd. Products of bf16 values are exact in fp32, so
+// this is one sequential FMA chain again, the same bits for the instruction and for its emulation (fp32 FMAs under
+// MXCSR DAZ|FTZ) on every ISA; gemm_bf16_reference is the scalar definition the tests compare against.
 #pragma once
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 
 namespace pg::gemm {
+
+// What the float GEMMs compute (see the top of this file). Process-wide: change it only outside parallel regions
+// (the packed operands of one product must be packed and used under the same precision).
+enum class Precision { fp32, bf16 };
+const char* precision_name(Precision p);  // "fp32", "bf16"
+Precision precision();
+void set_precision(Precision p);
+// Sets a precision for its lifetime and restores the previous one.
+class PrecisionScope {
+ public:
+  explicit PrecisionScope(Precision p) : prev_(precision()) { set_precision(p); }
+  ~PrecisionScope() { set_precision(prev_); }
+  PrecisionScope(const PrecisionScope&) = delete;
+  PrecisionScope& operator=(const PrecisionScope&) = delete;
+
+ private:
+  Precision prev_;
+};
+
+// fp32 -> bf16 bits as VCVTNE2PS2BF16: round to nearest even, NaN made quiet, zero and denormals to signed zero.
+inline uint16_t to_bf16(float x) {
+  uint32_t u;
+  __builtin_memcpy(&u, &x, 4);
+  if ((u & 0x7F800000u) == 0) return static_cast<uint16_t>((u >> 16) & 0x8000u);
+  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<uint16_t>((u >> 16) | 0x40u);
+  return static_cast<uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+}
+inline float from_bf16(uint16_t h) {
+  const uint32_t u = static_cast<uint32_t>(h) << 16;
+  float x;
+  __builtin_memcpy(&x, &u, 4);
+  return x;
+}
 
 inline constexpr int64_t kMr = 14;   // micro-kernel rows (A broadcast side)
 inline constexpr int64_t kNr = 32;   // micro-kernel columns (two 16-float vectors)
@@ -31,6 +72,12 @@ struct StridedView {
 using View = StridedView<float>;
 using ViewD = StridedView<double>;
 
+// The bf16 product as defined at the top of this file, scalar (element by element, no packing):
+// C (M x N) = [C +] A * B; the tests' reference for the packed kernels. Its FTZ is done in software (results of
+// magnitude < FLT_MIN after fp32 rounding with denormals), which differs from the hardware's (tininess after rounding
+// to 24 bits with unbounded exponent) only for exact results within 2^-150 below FLT_MIN.
+void gemm_bf16_reference(int64_t M, int64_t N, int64_t K, View a, View b, float* c, int64_t ldc, bool accumulate);
+
 // A (M x K) packed into panels of kMr rows: panel q holds A(q*kMr + i, k) at data[q * k_cap * kMr + k * kMr + i].
 struct PackedA {
   const float* data = nullptr;
@@ -38,6 +85,10 @@ struct PackedA {
 };
 // B (K x N) packed into panels of kNr columns: panel q holds B(k, q*kNr + j) at data[q * k_cap * kNr + k * kNr + j],
 // zero-padded for columns >= N.
+// In bf16 both hold 32-bit words of two bf16 (low half k = 2p, high half k = 2p + 1; 0 past K) in the same
+// buffers (they need fewer bytes): A's panel q, pair p, row i at word q * kp * kMr + p * kMr + i, B's panel q, pair
+// p, column j at word q * kp * kNr + p * kNr + j, with kp = (k_cap + 1) / 2. A product over [k0, k0+K) of a
+// pre-packed operand then needs k0 even and K even unless k0 + K = k_cap (checked).
 struct PackedB {
   const float* data = nullptr;
   int64_t k_cap = 0;

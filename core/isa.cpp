@@ -28,6 +28,14 @@ bool cpu_supports(Isa i) {
   return false;
 }
 
+bool cpu_has_avx512bf16() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  __asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(0), "c"(0));
+  if (a < 7) return false;
+  __asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(7), "c"(1));
+  return ((a >> 5) & 1) != 0;
+}
+
 std::vector<Isa> supported() {
   std::vector<Isa> out;
   for (Isa i : {Isa::avx2, Isa::avx512})
@@ -72,12 +80,10 @@ std::string cpu_description() {
     }
   }
   __builtin_cpu_init();
-  unsigned a = 0, b = 0, c = 0, d = 0;
-  __asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(7), "c"(1));
   const std::pair<const char*, bool> exts[] = {
       {"avx2", __builtin_cpu_supports("avx2") != 0},         {"fma", __builtin_cpu_supports("fma") != 0},
       {"avx512f", __builtin_cpu_supports("avx512f") != 0},   {"avx512bw", __builtin_cpu_supports("avx512bw") != 0},
-      {"avx512vl", __builtin_cpu_supports("avx512vl") != 0}, {"avx512bf16", ((a >> 5) & 1) != 0}};
+      {"avx512vl", __builtin_cpu_supports("avx512vl") != 0}, {"avx512bf16", cpu_has_avx512bf16()}};
   std::string ext;
   for (const auto& [e, has] : exts)
     if (has) ext += std::string(ext.empty() ? "" : " ") + e;

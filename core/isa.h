@@ -16,6 +16,8 @@ const char* name(Isa i);
 // Every ISA this CPU can run, best last.
 std::vector<Isa> supported();
 bool cpu_supports(Isa i);
+// AVX512_BF16 (VDPBF16PS), cpuid leaf 7 sub-leaf 1, EAX bit 5.
+bool cpu_has_avx512bf16();
 // The best ISA of this CPU.
 Isa best();
 // Parses a PAGEGRAM_ISA value ("auto" = best()); throws UserError naming the variable and the choices when the

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <mutex>
+#include <string>
 
 #include "core/error.h"
 
@@ -36,6 +37,59 @@ const Kernels& kernels_for(isa::Isa i) {
 void select(isa::Isa i) { detail::g_active = &kernels_for(i); }
 
 const char* active_name() { return isa::name(active_isa()); }
+
+namespace {
+enum class Bf16Mode { unset, automatic, emulated, native };
+Bf16Mode g_bf16_mode = Bf16Mode::unset;
+
+void require_native() {
+  if (active().isa != isa::Isa::avx512 || native_bf16() == nullptr)
+    throw UserError(str("PAGEGRAM_BF16=native: VDPBF16PS needs AVX-512 with AVX512_BF16 (active kernels: ",
+                        active_name(), "; CPU: ", isa::cpu_description(), ") (hint: auto or emulated)"));
+}
+
+Bf16Mode parse_bf16(const std::string& v) {
+  if (v.empty() || v == "auto") return Bf16Mode::automatic;
+  if (v == "emulated") return Bf16Mode::emulated;
+  if (v == "native") return Bf16Mode::native;
+  throw UserError(str("PAGEGRAM_BF16=", v, ": unknown bf16 kernel choice (hint: auto, emulated or native)"));
+}
+
+Bf16Mode bf16_mode() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    if (g_bf16_mode != Bf16Mode::unset) return;  // select_bf16 came first
+    const char* env = std::getenv("PAGEGRAM_BF16");
+    g_bf16_mode = parse_bf16(env ? env : "");
+  });
+  return g_bf16_mode;
+}
+}  // namespace
+
+// Resolved at every call (a few compares per GEMM call), so it follows select() of the fp32 table.
+const Bf16Micro& active_bf16() {
+  const Kernels& k = active();
+  switch (bf16_mode()) {
+    case Bf16Mode::emulated: return *k.bf16_emulated;
+    case Bf16Mode::native: require_native(); return *native_bf16();
+    default: return k.isa == isa::Isa::avx512 && native_bf16() ? *native_bf16() : *k.bf16_emulated;
+  }
+}
+
+void select_bf16(const std::string& mode) {
+  const Bf16Mode m = parse_bf16(mode);
+  if (m == Bf16Mode::native) require_native();
+  g_bf16_mode = m;
+}
+
+std::string run_kernels_name(bool bf16) {
+  return bf16 ? str(active_name(), "+bf16 ", bf16_name()) : std::string(active_name());
+}
+
+std::string bf16_name() {
+  const Bf16Micro& m = active_bf16();
+  return m.mxcsr_daz_ftz ? str(m.name, " (", active_name(), ")") : std::string(m.name);
+}
 
 }  // namespace pg::kern
 

@@ -8,6 +8,7 @@
 // tree; element-wise math (exp, erf, GELU) uses the same operation sequence in every ISA.
 #pragma once
 #include <cstdint>
+#include <string>
 
 #include "core/gemm.h"
 #include "core/isa.h"
@@ -21,6 +22,16 @@ struct ASource {
   int64_t k_cap = 0, i0 = 0;
 };
 
+// A bf16 micro-kernel (core/gemm.h, bf16): C[0:MR, 0:nr] = [C +] the kp packed pairs of an A micro-panel (words
+// kMr apart) times those of a B panel (words kNr apart); cn as for the fp32 micro-kernels (a prefetch hint).
+using Bf16Kernel = void (*)(int64_t kp, const uint32_t* ap, const uint32_t* bp, float* c, int64_t ldc, int64_t nr,
+                            bool load_c, const float* cn);
+struct Bf16Micro {
+  const char* name;     // for logs: "vdpbf16ps" or "emulated"
+  bool mxcsr_daz_ftz;   // run it with MXCSR DAZ|FTZ set (the emulation's plain FMAs then round as VDPBF16PS does)
+  Bf16Kernel k[gemm::kMr];  // k[MR - 1]: MR = 1..kMr rows
+};
+
 struct Kernels {
   isa::Isa isa;
   // core/gemm (packed layouts in core/gemm.h)
@@ -31,6 +42,15 @@ struct Kernels {
   // abuf: scratch of kMc * kKc floats for packing A (unused when A is pre-packed).
   void (*gemm_core)(int64_t M, int64_t N, int64_t K, const ASource& A, int64_t ka0, const float* bdata,
                     int64_t b_kcap, int64_t kb0, int64_t n0, float* c, int64_t ldc, bool accumulate, float* abuf);
+  // bf16 GEMM (core/gemm.h): the same packers writing bf16 pairs, and the blocked product with a micro-kernel set
+  // (the table's emulation or the VDPBF16PS one); abuf as for gemm_core.
+  void (*pack_a16)(float* dst, gemm::View a, int64_t M, int64_t K, int64_t q0, int64_t q1);
+  void (*pack_a_krange16)(float* dst, gemm::View a, int64_t M, int64_t K, int64_t k0, int64_t k1);
+  void (*pack_b16)(float* dst, gemm::View b, int64_t K, int64_t N, int64_t q0, int64_t q1);
+  void (*gemm_core16)(int64_t M, int64_t N, int64_t K, const ASource& A, int64_t ka0, const float* bdata,
+                      int64_t b_kcap, int64_t kb0, int64_t n0, float* c, int64_t ldc, bool accumulate, float* abuf,
+                      const Bf16Micro& micro);
+  const Bf16Micro* bf16_emulated;  // fp32 FMAs of this ISA under MXCSR DAZ|FTZ
   // model/simd (contracts there)
   void (*vexp)(float* out, const float* in, int64_t n);
   float (*exp_shift_sum)(float* x, int64_t n, float shift);
@@ -42,6 +62,9 @@ struct Kernels {
   // Peak probe: `iters` rounds of independent FMA chains on one thread; returns the FLOPs done.
   double (*fma_probe)(int64_t iters);
 };
+
+// The VDPBF16PS micro-kernels (core/kernels_avx512bf16.cpp); nullptr when the CPU lacks AVX512_BF16.
+const Bf16Micro* native_bf16();
 
 const Kernels& avx2_kernels();
 const Kernels& avx512_kernels();  // only call when isa::cpu_supports(Isa::avx512)
@@ -62,6 +85,19 @@ inline isa::Isa active_isa() { return active().isa; }
 void select(isa::Isa i);
 // "avx512 (AMD EPYC [avx2 fma avx512f ...])": the kernel set and the CPU, for logs and --version.
 const char* active_name();
+
+// The bf16 micro-kernels in use: VDPBF16PS when the active table is avx512 and the CPU has AVX512_BF16, else the
+// active table's emulation (same bits). PAGEGRAM_BF16 = auto | emulated | native (native: UserError without the
+// instruction) chooses at first use.
+const Bf16Micro& active_bf16();
+// Chooses as PAGEGRAM_BF16 would ("auto", "emulated", "native"; UserError for native without VDPBF16PS or an
+// unknown name). Tests and benchmarks; never while kernels run on other threads.
+void select_bf16(const std::string& mode);
+// "vdpbf16ps" or "emulated (avx2)": the bf16 kernel, for logs and --version.
+std::string bf16_name();
+// The kernels a run uses, for logs: active_name() in fp32, "avx512+bf16 vdpbf16ps" (or "avx2+bf16 emulated
+// (avx2)") in bf16.
+std::string run_kernels_name(bool bf16);
 
 }  // namespace pg::kern
 

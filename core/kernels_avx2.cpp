@@ -297,6 +297,41 @@ double fma_probe_impl(int64_t iters) {
   return 2.0 * 8 * 12 * static_cast<double>(iters);
 }
 
+// ---- bf16 pieces (core/gemm.h's rounding in integer lanes; kernels_impl.inc uses them) ----
+// Each lane's bf16 (RNE, NaN quiet, zero/denormal to signed zero) in its high half, the low half zero.
+inline __m256i round_bf16_hi(__m256i u) {
+  const __m256i absu = _mm256_and_si256(u, _mm256_set1_epi32(0x7FFFFFFF));
+  const __m256i tiny =
+      _mm256_cmpeq_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7F800000)), _mm256_setzero_si256());
+  const __m256i nan = _mm256_cmpgt_epi32(absu, _mm256_set1_epi32(0x7F800000));
+  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+  __m256i r = _mm256_add_epi32(u, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7FFF)));
+  r = _mm256_blendv_epi8(r, _mm256_or_si256(u, _mm256_set1_epi32(0x00400000)), nan);
+  r = _mm256_blendv_epi8(r, _mm256_and_si256(u, _mm256_set1_epi32(static_cast<int>(0x80000000u))), tiny);
+  return _mm256_and_si256(r, _mm256_set1_epi32(static_cast<int>(0xFFFF0000u)));
+}
+// dst[j] = bf16(even[j]) | bf16(odd[j]) << 16 for j < n (odd == nullptr: zero), dst[j] = 0 for n <= j < width.
+inline bool bf16_cvt() { return false; }  // no VCVTNE2PS2BF16 without AVX-512
+void convert_pairs(bool, uint32_t* dst, const float* even, const float* odd, int64_t n, int64_t width) {
+  for (int64_t j = 0; j < width; j += 8) {
+    const __m256i m = mask8(n - j);
+    const __m256i e = round_bf16_hi(_mm256_castps_si256(_mm256_maskload_ps(even + j, m)));
+    const __m256i o =
+        odd ? round_bf16_hi(_mm256_castps_si256(_mm256_maskload_ps(odd + j, m))) : _mm256_setzero_si256();
+    _mm256_maskstore_epi32(reinterpret_cast<int*>(dst + j), mask8(width - j),
+                           _mm256_or_si256(_mm256_srli_epi32(e, 16), o));
+  }
+}
+// The transposing bf16 packer is left to the staged path on AVX2 (fp32 packer, then convert_pairs).
+bool rows_to_pairs(bool, uint32_t*, int64_t, const float*, int64_t, int64_t, int64_t, int64_t) { return false; }
+inline void split16(const uint32_t* p, V& even, V& odd) {
+  const __m256i hi = _mm256_set1_epi32(static_cast<int>(0xFFFF0000u));
+  const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  const __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 8));
+  even = {_mm256_castsi256_ps(_mm256_slli_epi32(w0, 16)), _mm256_castsi256_ps(_mm256_slli_epi32(w1, 16))};
+  odd = {_mm256_castsi256_ps(_mm256_and_si256(w0, hi)), _mm256_castsi256_ps(_mm256_and_si256(w1, hi))};
+}
+
 #include "core/kernels_impl.inc"
 
 }  // namespace

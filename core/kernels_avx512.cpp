@@ -272,6 +272,113 @@ double fma_probe_impl(int64_t iters) {
   return 2.0 * 16 * 12 * static_cast<double>(iters);
 }
 
+// ---- bf16 pieces (core/gemm.h's rounding in integer lanes; kernels_impl.inc uses them) ----
+// Each lane's bf16 (RNE, NaN quiet, zero/denormal to signed zero) in its high half, the low half zero.
+inline __m512i round_bf16_hi(__m512i u) {
+  const __m512i absu = _mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFFFF));
+  const __mmask16 tiny = _mm512_cmpeq_epi32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7F800000)),
+                                                 _mm512_setzero_si512());
+  const __mmask16 nan = _mm512_cmpgt_epi32_mask(absu, _mm512_set1_epi32(0x7F800000));
+  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+  __m512i r = _mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7FFF)));
+  r = _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(u, _mm512_set1_epi32(0x00400000)));
+  r = _mm512_mask_mov_epi32(r, tiny, _mm512_and_si512(u, _mm512_set1_epi32(static_cast<int>(0x80000000u))));
+  return _mm512_and_si512(r, _mm512_set1_epi32(static_cast<int>(0xFFFF0000u)));
+}
+// VCVTNE2PS2BF16 where the CPU has it (the rounding above in one instruction: the tests check they agree bit for
+// bit), used when the VDPBF16PS micro-kernels are active; only these functions are compiled for AVX512_BF16.
+#define PG_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16,avx2,fma,bmi2")))
+// bf16 of b in words 0-15 and of a in words 16-31 (_mm512_cvtne2ps_pbh(a, b)).
+PG_BF16_TARGET __attribute__((always_inline)) inline __m512i cvt2(__m512 a, __m512 b) { return (__m512i)_mm512_cvtne2ps_pbh(a, b); }
+PG_BF16_TARGET void convert_pairs_cvt(uint32_t* dst, const float* even, const float* odd, int64_t n, int64_t width) {
+  alignas(64) static constexpr uint16_t kInterleave[32] = {0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,  21, 6,  22, 7,  23,
+                                                           8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+  const __m512i idx = _mm512_load_si512(kInterleave);
+  for (int64_t j = 0; j < width; j += 16) {
+    const __mmask16 m = tail(n - j);
+    const __m512 e = _mm512_maskz_loadu_ps(m, even + j);
+    const __m512 o = odd ? _mm512_maskz_loadu_ps(m, odd + j) : _mm512_setzero_ps();
+    _mm512_mask_storeu_epi32(dst + j, tail(width - j), _mm512_permutexvar_epi16(idx, cvt2(o, e)));
+  }
+}
+// dst[j] = bf16(even[j]) | bf16(odd[j]) << 16 for j < n (odd == nullptr: zero), dst[j] = 0 for n <= j < width.
+void convert_pairs_int(uint32_t* dst, const float* even, const float* odd, int64_t n, int64_t width) {
+  for (int64_t j = 0; j < width; j += 16) {
+    const __mmask16 m = tail(n - j);
+    const __m512i e = round_bf16_hi(_mm512_castps_si512(_mm512_maskz_loadu_ps(m, even + j)));
+    const __m512i o =
+        odd ? round_bf16_hi(_mm512_castps_si512(_mm512_maskz_loadu_ps(m, odd + j))) : _mm512_setzero_si512();
+    _mm512_mask_storeu_epi32(dst + j, tail(width - j), _mm512_or_si512(_mm512_srli_epi32(e, 16), o));
+  }
+}
+// Rows i < nrows (<= 16) of src (row stride rs, contiguous along k) to pair rows: dst[p * dstride + i] = the words of
+// (src[i][2p], src[i][2p+1]) for p < (kc+1)/2, `width` words per pair row (rows >= nrows zero). 32 k of 16 rows at a
+// time: round, keep the high 16 bits of every lane (one VPERMT2W), then a 16x16 transpose of the words.
+bool rows_to_pairs_int(uint32_t* dst, int64_t dstride, const float* src, int64_t rs, int64_t nrows, int64_t kc,
+                   int64_t width) {
+  alignas(64) static constexpr uint16_t kOddHalves[32] = {1,  3,  5,  7,  9,  11, 13, 15, 17, 19, 21,
+                                                          23, 25, 27, 29, 31, 33, 35, 37, 39, 41, 43,
+                                                          45, 47, 49, 51, 53, 55, 57, 59, 61, 63};
+  const __m512i idx = _mm512_load_si512(kOddHalves);
+  const __mmask16 st = tail(width);
+  __m512 r[16];
+  for (int64_t k = 0; k < kc; k += 32) {
+    const int64_t kk = std::min<int64_t>(32, kc - k);
+    const __mmask16 m0 = tail(kk), m1 = tail(kk - 16);
+    for (int64_t i = 0; i < 16; ++i) {
+      if (i < nrows) {
+        const float* s = src + i * rs + k;
+        const __m512i lo = round_bf16_hi(_mm512_castps_si512(_mm512_maskz_loadu_ps(m0, s)));
+        const __m512i hi = round_bf16_hi(_mm512_castps_si512(_mm512_maskz_loadu_ps(m1, s + 16)));
+        r[i] = _mm512_castsi512_ps(_mm512_permutex2var_epi16(lo, idx, hi));
+      } else {
+        r[i] = _mm512_setzero_ps();
+      }
+    }
+    transpose16(r);
+    for (int64_t p = 0; p < (kk + 1) / 2; ++p)
+      _mm512_mask_storeu_ps(reinterpret_cast<float*>(dst + (k / 2 + p) * dstride), st, r[p]);
+  }
+  return true;
+}
+// rows_to_pairs_int with VCVTNE2PS2BF16: words 0-15 from k..k+15, 16-31 from k+16..k+31, so lane m already holds
+// the pair (k+2m, k+2m+1).
+PG_BF16_TARGET bool rows_to_pairs_cvt(uint32_t* dst, int64_t dstride, const float* src, int64_t rs, int64_t nrows,
+                                      int64_t kc, int64_t width) {
+  const __mmask16 st = tail(width);
+  __m512 r[16];
+  for (int64_t k = 0; k < kc; k += 32) {
+    const int64_t kk = std::min<int64_t>(32, kc - k);
+    const __mmask16 m0 = tail(kk), m1 = tail(kk - 16);
+    for (int64_t i = 0; i < 16; ++i) {
+      const float* s = src + i * rs + k;
+      r[i] = i < nrows ? (__m512)cvt2(_mm512_maskz_loadu_ps(m1, s + 16), _mm512_maskz_loadu_ps(m0, s))
+                       : _mm512_setzero_ps();
+    }
+    transpose16(r);
+    for (int64_t p = 0; p < (kk + 1) / 2; ++p)
+      _mm512_mask_storeu_ps(reinterpret_cast<float*>(dst + (k / 2 + p) * dstride), st, r[p]);
+  }
+  return true;
+}
+// Whether the packers use VCVTNE2PS2BF16: with the VDPBF16PS micro-kernels (so PAGEGRAM_BF16=emulated checks the
+// integer rounding on the same machine).
+inline bool bf16_cvt() { return native_bf16() != nullptr && !active_bf16().mxcsr_daz_ftz; }
+void convert_pairs(bool cvt, uint32_t* dst, const float* even, const float* odd, int64_t n, int64_t width) {
+  if (cvt) convert_pairs_cvt(dst, even, odd, n, width);
+  else convert_pairs_int(dst, even, odd, n, width);
+}
+bool rows_to_pairs(bool cvt, uint32_t* dst, int64_t dstride, const float* src, int64_t rs, int64_t nrows, int64_t kc,
+                   int64_t width) {
+  return cvt ? rows_to_pairs_cvt(dst, dstride, src, rs, nrows, kc, width)
+             : rows_to_pairs_int(dst, dstride, src, rs, nrows, kc, width);
+}
+inline void split16(const uint32_t* p, V& even, V& odd) {
+  const __m512i w = _mm512_loadu_si512(p);
+  even = _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+  odd = _mm512_castsi512_ps(_mm512_and_si512(w, _mm512_set1_epi32(static_cast<int>(0xFFFF0000u))));
+}
+
 #include "core/kernels_impl.inc"
 
 }  // namespace

@@ -269,6 +269,7 @@ template <class F>
 double TransformerT<F>::run(const int32_t* windows, int64_t B, float loss_scale, bool backward) {
   PG_CHECK(B >= 1 && B <= micro_batch_, "batch ", B, " outside [1, micro_batch = ", micro_batch_, "]");
   check_tokens(windows, B);
+  const gemm::PrecisionScope precision(precision_);  // the double instantiation's GEMMs ignore it
   using namespace layers;
   Arena& a = *arena_;
   const int64_t L = cfg_.layers, C = cfg_.d_model, H = cfg_.mlp_ratio * C, V = cfg_.vocab, T = cfg_.context;

@@ -18,6 +18,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "core/gemm.h"
 #include "model/config.h"
 
 namespace pg {
@@ -103,6 +104,12 @@ class TransformerT {
   // Per-token losses [B*T] of the last forward (nats), row-major [B, T].
   std::span<const double> token_losses() const { return {token_losses_.data(), static_cast<size_t>(last_n_)}; }
 
+  // The precision of the float GEMMs of forward_backward / forward_loss (core/gemm.h; default fp32): set for the
+  // duration of each call. bf16 rounds the GEMM operands (weights and activations) to bf16 and accumulates in
+  // fp32, as BF16 autocast does; parameters, gradients, norms, softmax and the loss stay in F.
+  void set_precision(gemm::Precision p) { precision_ = p; }
+  gemm::Precision precision() const { return precision_; }
+
   // The residual injector (memory tables); nullptr = none. Not owned.
   void set_injector(ResidualInjector* inj) requires std::is_same_v<F, float> { injector_ = inj; }
   ResidualInjector* injector() const { return injector_; }
@@ -131,6 +138,7 @@ class TransformerT {
   std::vector<double> token_losses_;
   int64_t last_n_ = 0;
   ResidualInjector* injector_ = nullptr;
+  gemm::Precision precision_ = gemm::Precision::fp32;
 };
 
 // The training model (float). A class (not an alias) so it can be forward-declared.

@@ -256,6 +256,9 @@ std::string config_hash(const ExperimentConfig& cfg) {
   // existing run directory's hash.
   YAML::Node n = cfg::to_yaml(c);
   for (const char* k : MemoryConfig::kLogOnlyKeys) n["memory"].remove(k);
+  // Keys added after runs were recorded are left out at their default value, so those runs keep their hashes
+  // (a non-default value changes the results, and the hash).
+  if (c.train.precision == TrainConfig{}.precision) n["train"].remove("precision");
   YAML::Emitter e;
   e << n;
   return data::hex64(data::xxh64(std::string(e.c_str()))).substr(0, 8);

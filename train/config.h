@@ -32,6 +32,10 @@ struct TrainConfig {
   int64_t checkpoint_interval = 0;  // steps between checkpoints (0 = only at the end)
   int64_t threads = 0;              // OpenMP threads (0 = all allowed CPUs), pinned
   std::string out_dir = "runs/default";
+  // GEMM precision (core/gemm.h): "fp32", or "bf16" (report: BF16 autocast) = GEMM operands rounded to bf16 and
+  // accumulated in fp32; master weights, AdamW, norms, softmax, loss and the tables stay fp32. The config hash
+  // leaves the key out at its default (sweep/spec.cpp), so fp32 runs keep their hashes.
+  std::string precision = "fp32";
 
   template <class V>
   void visit(V& v) {
@@ -57,7 +61,10 @@ struct TrainConfig {
       cfg::Range{0, 1e9});
     v("threads", threads, "OpenMP threads (0 = all allowed CPUs)", cfg::Range{0, 1024});
     v("out_dir", out_dir, "run directory (checkpoint.h5, log.h5, config.yaml)");
+    v("precision", precision, "GEMM precision: fp32 | bf16 (bf16 operands, fp32 accumulation and master weights)");
   }
+  // The GEMM precision named by `precision` (validate() has checked it).
+  bool bf16() const { return precision == "bf16"; }
   int64_t accum_steps(int64_t context) const;  // micro-steps per optimizer step
   int64_t total_steps() const;
   void validate(const std::string& where, int64_t context) const;

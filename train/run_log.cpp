@@ -198,7 +198,7 @@ void RunLog::flush() {
     r.set_attr("revision", std::string(build::kRevision));
     r.set_attr("compiler_flags", std::string(build::kFlags));
     r.set_attr("build_type", std::string(build::kBuildType));
-    r.set_attr("kernels", std::string(kern::active_name()));
+    r.set_attr("kernels", kern::run_kernels_name(meta_.bf16));
     r.set_attr("cpu", isa::cpu_description());
     r.set_attr("threads", meta_.threads);
     r.set_attr("pinned", int64_t{meta_.pinned ? 1 : 0});

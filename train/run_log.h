@@ -18,6 +18,7 @@ struct RunMeta {
   bool pinned = false;
   std::string cpus;
   int64_t ranks = 1;  // data-parallel ranks (threads, pinned and cpus are rank 0's)
+  bool bf16 = false;  // train.precision bf16: the "kernels" attribute names the bf16 kernel too
 };
 
 class RunLog {

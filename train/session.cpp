@@ -63,6 +63,7 @@ double evaluate(Transformer& model, const data::ValidationWindows& val, int64_t 
                 MemoryInjector* mem, const std::function<void(int64_t, int64_t)>& progress) {
   const int64_t total = (n <= 0 || n > val.count()) ? val.count() : n;
   const int64_t B = model.micro_batch(), T = model.config().context, W = T + 1;
+  const gemm::PrecisionScope precision(model.precision());  // also the memory readout's GEMMs (prepare)
   std::vector<int32_t> buf(static_cast<size_t>(B * W));
   std::vector<int64_t> starts;
   double sum = 0.0;
@@ -86,6 +87,7 @@ Session::Session(const ExperimentConfig& cfg, const SessionOptions& opt)
   const int64_t B = opt.micro_batch > 0 ? opt.micro_batch : cfg.train.micro_batch;
   model_ = std::make_unique<Transformer>(cfg.model, B);
   model_->init(static_cast<uint64_t>(cfg.train.seed));
+  model_->set_precision(cfg.train.bf16() ? gemm::Precision::bf16 : gemm::Precision::fp32);
   mem_ = attach_memory(cfg, *model_, opt.tokenizer);
   if (opt.optimizer) {
     std::vector<ParamView> views = backbone_views(*model_);
@@ -108,6 +110,7 @@ void check_ranks(const ExperimentConfig& cfg, int ranks) {
 StepStats Session::step(const data::TokenStore& store, data::WindowSampler& sampler, const StepOptions& opt) {
   PG_CHECK(adamw_, "Session::step without an optimizer");
   const TrainConfig& tc = cfg_.train;
+  const gemm::PrecisionScope precision(model_->precision());  // the backbone's and the memory readout's GEMMs
   const int64_t T = cfg_.model.context, B = tc.micro_batch, accum = tc.accum_steps(T);
   const int R = ranks(), r = rank();
   const int64_t m = accum / R, lo = r * m;  // this rank's block of micro-batches
