@@ -96,212 +96,217 @@ std::vector<FlashLayoutSpec> parse_layouts(const std::vector<std::string>& names
   return out;
 }
 
+// The command line, for the HDF5 files (the commands do not get argv).
+std::string cmdline() {
+  static std::string command;
+  if (!command.empty()) return command;
+  std::string raw = read_file("/proc/self/cmdline");
+  for (char& c : raw)
+    if (c == '\0') c = ' ';
+  while (!raw.empty() && raw.back() == ' ') raw.pop_back();
+  return command = raw;
+}
+
+void register_collisions(CLI::App& app) {
+  static StreamArgs a;
+  static std::vector<std::string> layouts = {"flat", "engram", "pagegram"};
+  static std::string out;
+  static bool per_head = false;
+  CLI::App* c = app.add_subcommand("collisions", "collision statistics per order and head (report Table 3)");
+  // Default: the validation tokens (2.1M, the report's held-out set); Foreign grows with the stream length.
+  add_stream_options(c, a, 0, "stream tokens (0 = the whole split)", "validation");
+  c->add_option("--layouts", layouts, "layouts: flat, engram, pagegram (config's slots) or pagegram:S")
+      ->delimiter(',')
+      ->capture_default_str();
+  c->add_flag("--per-head", per_head, "also print one line per (layout, order, head)");
+  c->add_option("--out", out, "HDF5 output (optional)");
+  c->callback([] {
+    Loaded l = load_stream(a);
+    std::vector<LayoutCollisions> all;
+    for (const FlashLayoutSpec& spec : parse_layouts(layouts, l.cfg.memory.slots)) {
+      auto L = layout_of(l.cfg, spec, &l.ds);
+      std::fprintf(stderr, "[eval] %s\n", L->parity_report().c_str());
+      all.push_back(measure_collisions(*L, l.stream, true));
+    }
+    std::printf("%s", format_collision_table(all, per_head).c_str());
+    if (!out.empty()) {
+      write_collisions_h5(out, all, run_attrs(cmdline(), &l));
+      std::printf("wrote %s\n", out.c_str());
+    }
+  });
+}
+
+void register_addresses(CLI::App& app) {
+  static StreamArgs a;
+  static std::string layout, out;
+  static int64_t slots = 0;
+  CLI::App* c = app.add_subcommand("addresses", "dump per-token rows and 4 KiB block ids of a layout to HDF5");
+  add_stream_options(c, a, 1000000, "stream tokens (0 = the whole split; 16 heads x 24 B per token)");
+  c->add_option("--layout", layout, "flat, engram or pagegram (default: the config's memory.layout)");
+  c->add_option("--slots", slots, "PageGram slots S (default: the config's memory.slots)");
+  c->add_option("--out", out, "HDF5 output")->required();
+  c->callback([] {
+    Loaded l = load_stream(a);
+    const std::string name = layout.empty() ? l.cfg.memory.layout : layout;
+    if (name == "none")
+      throw UserError("addresses: the config has memory.layout none (hint: --layout flat|engram|pagegram)");
+    auto L = layout_of(l.cfg, FlashLayoutSpec{name, slots}, &l.ds);
+    Timer t;
+    write_addresses_h5(out, *L, l.stream, l.stream.size(), run_attrs(cmdline(), &l));
+    std::printf("%s\nwrote %s: rows, block, offset [%lld, %lld] (%.1f s)\n", L->parity_report().c_str(), out.c_str(),
+                static_cast<long long>(l.stream.size()), static_cast<long long>(L->heads()), t.seconds());
+  });
+}
+
+void register_export(CLI::App& app) {
+  static std::string checkpoint, config, out, fill = "zero", format = "nf4", synthetic;
+  static std::vector<std::string> sets;
+  static int64_t eval_windows = 0, threads = 0;
+  static bool no_verify = false;
+  CLI::App* c = app.add_subcommand(
+      "export",
+      "write the page-aligned NF4 or MXFP8 table file (.pgt, storage/FORMATS.md) of a checkpoint's memory table");
+  c->add_option("--checkpoint", checkpoint, "checkpoint.h5 holding a memory table");
+  c->add_option("--config", config, "instead of a checkpoint: a config whose memory layout gets a --fill table");
+  c->add_option("--set", sets, "override a key of --config (repeatable)");
+  c->add_option("--fill", fill, "with --config: zero or random table contents")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"zero", "random"}));
+  c->add_option("--out", out, "output .pgt file")->required();
+  c->add_option("--format", format,
+                "quantization of the file: nf4 (4-bit NormalFloat, 64-value groups) or mxfp8 (OCP MX: E4M3 codes, "
+                "an E8M0 scale per 32 values)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"nf4", "mxfp8"}));
+  c->add_option("--eval-windows", eval_windows,
+                "with --checkpoint: also compare held-out loss with the fp32, the NF4 and the MXFP8 table on this "
+                "many validation windows (0 = skip; whichever --format is written)")
+      ->capture_default_str();
+  c->add_flag("--no-verify", no_verify, "skip reading the written file back");
+  c->add_option("--synthetic-params", synthetic,
+                "with --checkpoint: write a table of this many parameters (e.g. 20e9) of the same layout holding the "
+                "trained rows spread over it (zeros elsewhere), so the model is served from a full-size file");
+  c->add_option("--threads", threads, "threads (0 = all allowed CPUs, pinned)");
+  c->callback([] {
+    setup_threads(static_cast<int>(threads));
+    TableExportOptions o{.checkpoint = checkpoint, .config = config, .sets = sets, .fill = fill,
+                         .quantization = parse_quantization(format), .eval_windows = eval_windows,
+                         .verify = !no_verify, .info = {{"revision", build::kRevision}, {"command", cmdline()}},
+                         .synthetic_params = synthetic.empty() ? 0.0 : parse_count(synthetic, "--synthetic-params")};
+    const TableExportResult r = export_table(o, out);
+    const TableFileHeader& h = r.header;
+    std::printf("%s\n", r.layout_report.c_str());
+    std::printf("wrote %s (%s, %llu bytes per row): %llu data blocks + %llu header blocks = %.1f MiB (%.1f s)\n",
+                out.c_str(), format.c_str(), static_cast<unsigned long long>(h.row_bytes),
+                static_cast<unsigned long long>(h.data_blocks), static_cast<unsigned long long>(h.header_blocks),
+                static_cast<double>(h.file_bytes()) / (1 << 20), r.write_seconds);
+    if (o.verify)
+      std::printf("verified %llu block checksums (%.1f s)\n", static_cast<unsigned long long>(h.data_blocks),
+                  r.verify_seconds);
+    if (r.loss) std::printf("%s\n", format_loss_comparison(*r.loss, r.eval_windows, r.eval_seconds).c_str());
+  });
+}
+
+void register_flashsim(CLI::App& app) {
+  static StreamArgs a;
+  static std::vector<std::string> sizes = {"3.2e9", "10e9", "20e9"};
+  static std::vector<std::string> caches = {"0", "256MiB", "1GiB", "4GiB"};
+  static std::vector<std::string> layouts = {"flat", "engram", "pagegram"};
+  static std::string out;
+  CLI::App* c = app.add_subcommand(
+      "flashsim", "flash reads per token under an exact LRU page cache, per layout, table size and cache (Table 6)");
+  add_stream_options(c, a, 20000000, "stream tokens (0 = the whole split; report: 20M)");
+  c->add_option("--sizes", sizes, "table sizes in parameters (4-bit NF4 on flash)")->delimiter(',')->capture_default_str();
+  c->add_option("--caches", caches, "LRU page cache sizes (0 = none)")->delimiter(',')->capture_default_str();
+  c->add_option("--layouts", layouts, "flat, engram, pagegram (config's slots) or pagegram:S")
+      ->delimiter(',')
+      ->capture_default_str();
+  c->add_option("--out", out, "HDF5 output (optional)");
+  c->callback([] {
+    FlashSweepConfig fc;
+    fc.sizes.clear();
+    fc.caches.clear();
+    for (const auto& s : sizes) fc.sizes.push_back(parse_count(s, "--sizes"));
+    for (const auto& s : caches) fc.caches.push_back(parse_bytes(s, "--caches"));
+    Loaded l = load_stream(a);
+    fc.memory = l.cfg.memory;
+    fc.d_model = l.cfg.model.d_model;
+    fc.layouts = parse_layouts(layouts, l.cfg.memory.slots);
+    const FlashSweepSummary s = run_flash_sweep(fc, l.stream);
+    std::printf("%s", format_flash_table(s).c_str());
+    if (!out.empty()) {
+      write_flash_h5(out, s, run_attrs(cmdline(), &l));
+      std::printf("wrote %s\n", out.c_str());
+    }
+  });
+}
+
+void register_iobench(CLI::App& app) {
+  static StreamArgs a;
+  static std::string size = "2e9", dir, out;
+  static std::vector<std::string> layouts = {"flat", "engram", "pagegram"};
+  static std::vector<int> depths = {1, 4, 16, 64};
+  static double seconds = 10;
+  static bool keep = false;
+  CLI::App* c = app.add_subcommand(
+      "iobench", "O_DIRECT 4 KiB table lookups through io_uring with N reads in flight, on real table files (Fig. 4b)");
+  add_stream_options(c, a, 200000, "lookups (stream tokens) per run at most");
+  c->add_option("--size", size, "table size in parameters (NF4 file of ~0.53 B/param; report: 20e9)")->capture_default_str();
+  c->add_option("--layouts", layouts, "flat, engram, pagegram (config's slots) or pagegram:S")
+      ->delimiter(',')
+      ->capture_default_str();
+  c->add_option("--depths", depths, "reads in flight")->delimiter(',')->capture_default_str();
+  c->add_option("--seconds", seconds, "time limit per (layout, depth) run (0 = none)")->capture_default_str();
+  c->add_option("--dir", dir, "where the table files live (default: <data cache>/iobench; must support O_DIRECT)");
+  c->add_flag("--keep", keep, "keep the table files it created (a later run with the same --dir reuses them)");
+  c->add_option("--out", out, "HDF5 output (optional)");
+  c->callback([] {
+    const double params = parse_count(size, "--size");
+    for (int d : depths)
+      if (d < 1 || d > 4096) throw UserError(str("--depths: reads in flight must be in [1, 4096], got ", d));
+    if (seconds < 0) throw UserError(str("--seconds: must be >= 0, got ", seconds));
+    Loaded l = load_stream(a);
+    IoBenchSuiteConfig ic;
+    ic.memory = l.cfg.memory;
+    ic.d_model = l.cfg.model.d_model;
+    ic.params = params;
+    ic.depths = depths;
+    ic.seconds = seconds;
+    ic.dir = dir.empty() ? data::cache_dir(l.cfg.data) + "/iobench" : dir;
+    ic.keep = keep;
+    ic.layouts = parse_layouts(layouts, l.cfg.memory.slots);
+    MemoryConfig engram = l.cfg.memory;  // the vocabulary of an engram table (nullptr unless one is faithful)
+    engram.layout = std::any_of(ic.layouts.begin(), ic.layouts.end(), [](const FlashLayoutSpec& x) {
+      return x.layout == "engram";
+    }) ? "engram" : "none";
+    const auto vocab = engram_vocab(engram, l.ds.tokenizer ? l.ds.tokenizer->pieces() : std::vector<std::string>{});
+    ic.vocab = vocab.get();
+    const IoBenchSuiteResult suite = run_iobench_suite(ic, l.stream, [](const std::string& line) {
+      std::fprintf(stderr, "%s\n", line.c_str());
+    });
+    const std::string& d = ic.dir;
+    const std::vector<std::string>& created = suite.created;
+    const std::vector<IoBenchResult>& results = suite.results;
+    std::printf("table files of %s params (%s)%s\n", format_count(params).c_str(), d.c_str(),
+                keep ? ", kept" : created.empty() ? ", reused" : ", removed");
+    std::printf("%s", format_iobench_table(results).c_str());
+    if (!out.empty()) {
+      auto attrs = run_attrs(cmdline(), &l);
+      attrs.push_back({"table_params", format_count(params)});
+      write_iobench_h5(out, results, attrs);
+      std::printf("wrote %s\n", out.c_str());
+    }
+  });
+}
+
 }  // namespace
 
 void register_storage_commands(CLI::App& app) {
-  // The command line, for the HDF5 files (register_storage_commands does not get argv).
-  static std::string command;
-  auto cmdline = [] {
-    if (!command.empty()) return command;
-    std::string raw = read_file("/proc/self/cmdline");
-    for (char& c : raw)
-      if (c == '\0') c = ' ';
-    while (!raw.empty() && raw.back() == ' ') raw.pop_back();
-    return command = raw;
-  };
-
-  // ---- collisions
-  {
-    static StreamArgs a;
-    static std::vector<std::string> layouts = {"flat", "engram", "pagegram"};
-    static std::string out;
-    static bool per_head = false;
-    CLI::App* c = app.add_subcommand("collisions", "collision statistics per order and head (report Table 3)");
-    // Default: the validation tokens (2.1M, the report's held-out set); Foreign grows with the stream length.
-    add_stream_options(c, a, 0, "stream tokens (0 = the whole split)", "validation");
-    c->add_option("--layouts", layouts, "layouts: flat, engram, pagegram (config's slots) or pagegram:S")
-        ->delimiter(',')
-        ->capture_default_str();
-    c->add_flag("--per-head", per_head, "also print one line per (layout, order, head)");
-    c->add_option("--out", out, "HDF5 output (optional)");
-    c->callback([cmdline] {
-      Loaded l = load_stream(a);
-      std::vector<LayoutCollisions> all;
-      for (const FlashLayoutSpec& spec : parse_layouts(layouts, l.cfg.memory.slots)) {
-        auto L = layout_of(l.cfg, spec, &l.ds);
-        std::fprintf(stderr, "[eval] %s\n", L->parity_report().c_str());
-        all.push_back(measure_collisions(*L, l.stream, true));
-      }
-      std::printf("%s", format_collision_table(all, per_head).c_str());
-      if (!out.empty()) {
-        write_collisions_h5(out, all, run_attrs(cmdline(), &l));
-        std::printf("wrote %s\n", out.c_str());
-      }
-    });
-  }
-  // ---- addresses
-  {
-    static StreamArgs a;
-    static std::string layout, out;
-    static int64_t slots = 0;
-    CLI::App* c = app.add_subcommand("addresses", "dump per-token rows and 4 KiB block ids of a layout to HDF5");
-    add_stream_options(c, a, 1000000, "stream tokens (0 = the whole split; 16 heads x 24 B per token)");
-    c->add_option("--layout", layout, "flat, engram or pagegram (default: the config's memory.layout)");
-    c->add_option("--slots", slots, "PageGram slots S (default: the config's memory.slots)");
-    c->add_option("--out", out, "HDF5 output")->required();
-    c->callback([cmdline] {
-      Loaded l = load_stream(a);
-      const std::string name = layout.empty() ? l.cfg.memory.layout : layout;
-      if (name == "none")
-        throw UserError("addresses: the config has memory.layout none (hint: --layout flat|engram|pagegram)");
-      auto L = layout_of(l.cfg, FlashLayoutSpec{name, slots}, &l.ds);
-      Timer t;
-      write_addresses_h5(out, *L, l.stream, l.stream.size(), run_attrs(cmdline(), &l));
-      std::printf("%s\nwrote %s: rows, block, offset [%lld, %lld] (%.1f s)\n", L->parity_report().c_str(), out.c_str(),
-                  static_cast<long long>(l.stream.size()), static_cast<long long>(L->heads()), t.seconds());
-    });
-  }
-  // ---- export
-  {
-    static std::string checkpoint, config, out, fill = "zero", format = "nf4", synthetic;
-    static std::vector<std::string> sets;
-    static int64_t eval_windows = 0, threads = 0;
-    static bool no_verify = false;
-    CLI::App* c = app.add_subcommand(
-        "export",
-        "write the page-aligned NF4 or MXFP8 table file (.pgt, storage/FORMATS.md) of a checkpoint's memory table");
-    c->add_option("--checkpoint", checkpoint, "checkpoint.h5 holding a memory table");
-    c->add_option("--config", config, "instead of a checkpoint: a config whose memory layout gets a --fill table");
-    c->add_option("--set", sets, "override a key of --config (repeatable)");
-    c->add_option("--fill", fill, "with --config: zero or random table contents")
-        ->capture_default_str()
-        ->check(CLI::IsMember({"zero", "random"}));
-    c->add_option("--out", out, "output .pgt file")->required();
-    c->add_option("--format", format,
-                  "quantization of the file: nf4 (4-bit NormalFloat, 64-value groups) or mxfp8 (OCP MX: E4M3 codes, "
-                  "an E8M0 scale per 32 values)")
-        ->capture_default_str()
-        ->check(CLI::IsMember({"nf4", "mxfp8"}));
-    c->add_option("--eval-windows", eval_windows,
-                  "with --checkpoint: also compare held-out loss with the fp32, the NF4 and the MXFP8 table on this "
-                  "many validation windows (0 = skip; whichever --format is written)")
-        ->capture_default_str();
-    c->add_flag("--no-verify", no_verify, "skip reading the written file back");
-    c->add_option("--synthetic-params", synthetic,
-                  "with --checkpoint: write a table of this many parameters (e.g. 20e9) of the same layout holding the "
-                  "trained rows spread over it (zeros elsewhere), so the model is served from a full-size file");
-    c->add_option("--threads", threads, "threads (0 = all allowed CPUs, pinned)");
-    c->callback([cmdline] {
-      setup_threads(static_cast<int>(threads));
-      TableExportOptions o{.checkpoint = checkpoint, .config = config, .sets = sets, .fill = fill,
-                           .quantization = parse_quantization(format), .eval_windows = eval_windows,
-                           .verify = !no_verify, .info = {{"revision", build::kRevision}, {"command", cmdline()}},
-                           .synthetic_params = synthetic.empty() ? 0.0 : parse_count(synthetic, "--synthetic-params")};
-      const TableExportResult r = export_table(o, out);
-      const TableFileHeader& h = r.header;
-      std::printf("%s\n", r.layout_report.c_str());
-      std::printf("wrote %s (%s, %llu bytes per row): %llu data blocks + %llu header blocks = %.1f MiB (%.1f s)\n",
-                  out.c_str(), format.c_str(), static_cast<unsigned long long>(h.row_bytes),
-                  static_cast<unsigned long long>(h.data_blocks), static_cast<unsigned long long>(h.header_blocks),
-                  static_cast<double>(h.file_bytes()) / (1 << 20), r.write_seconds);
-      if (o.verify)
-        std::printf("verified %llu block checksums (%.1f s)\n", static_cast<unsigned long long>(h.data_blocks),
-                    r.verify_seconds);
-      if (r.loss) std::printf("%s\n", format_loss_comparison(*r.loss, r.eval_windows, r.eval_seconds).c_str());
-    });
-  }
-  // ---- flashsim
-  {
-    static StreamArgs a;
-    static std::vector<std::string> sizes = {"3.2e9", "10e9", "20e9"};
-    static std::vector<std::string> caches = {"0", "256MiB", "1GiB", "4GiB"};
-    static std::vector<std::string> layouts = {"flat", "engram", "pagegram"};
-    static std::string out;
-    CLI::App* c = app.add_subcommand(
-        "flashsim", "flash reads per token under an exact LRU page cache, per layout, table size and cache (Table 6)");
-    add_stream_options(c, a, 20000000, "stream tokens (0 = the whole split; report: 20M)");
-    c->add_option("--sizes", sizes, "table sizes in parameters (4-bit NF4 on flash)")->delimiter(',')->capture_default_str();
-    c->add_option("--caches", caches, "LRU page cache sizes (0 = none)")->delimiter(',')->capture_default_str();
-    c->add_option("--layouts", layouts, "flat, engram, pagegram (config's slots) or pagegram:S")
-        ->delimiter(',')
-        ->capture_default_str();
-    c->add_option("--out", out, "HDF5 output (optional)");
-    c->callback([cmdline] {
-      FlashSweepConfig fc;
-      fc.sizes.clear();
-      fc.caches.clear();
-      for (const auto& s : sizes) fc.sizes.push_back(parse_count(s, "--sizes"));
-      for (const auto& s : caches) fc.caches.push_back(parse_bytes(s, "--caches"));
-      Loaded l = load_stream(a);
-      fc.memory = l.cfg.memory;
-      fc.d_model = l.cfg.model.d_model;
-      fc.layouts = parse_layouts(layouts, l.cfg.memory.slots);
-      const FlashSweepSummary s = run_flash_sweep(fc, l.stream);
-      std::printf("%s", format_flash_table(s).c_str());
-      if (!out.empty()) {
-        write_flash_h5(out, s, run_attrs(cmdline(), &l));
-        std::printf("wrote %s\n", out.c_str());
-      }
-    });
-  }
-  // ---- iobench
-  {
-    static StreamArgs a;
-    static std::string size = "2e9", dir, out;
-    static std::vector<std::string> layouts = {"flat", "engram", "pagegram"};
-    static std::vector<int> depths = {1, 4, 16, 64};
-    static double seconds = 10;
-    static bool keep = false;
-    CLI::App* c = app.add_subcommand(
-        "iobench", "O_DIRECT 4 KiB table lookups through io_uring with N reads in flight, on real table files (Fig. 4b)");
-    add_stream_options(c, a, 200000, "lookups (stream tokens) per run at most");
-    c->add_option("--size", size, "table size in parameters (NF4 file of ~0.53 B/param; report: 20e9)")->capture_default_str();
-    c->add_option("--layouts", layouts, "flat, engram, pagegram (config's slots) or pagegram:S")
-        ->delimiter(',')
-        ->capture_default_str();
-    c->add_option("--depths", depths, "reads in flight")->delimiter(',')->capture_default_str();
-    c->add_option("--seconds", seconds, "time limit per (layout, depth) run (0 = none)")->capture_default_str();
-    c->add_option("--dir", dir, "where the table files live (default: <data cache>/iobench; must support O_DIRECT)");
-    c->add_flag("--keep", keep, "keep the table files it created (a later run with the same --dir reuses them)");
-    c->add_option("--out", out, "HDF5 output (optional)");
-    c->callback([cmdline] {
-      const double params = parse_count(size, "--size");
-      for (int d : depths)
-        if (d < 1 || d > 4096) throw UserError(str("--depths: reads in flight must be in [1, 4096], got ", d));
-      if (seconds < 0) throw UserError(str("--seconds: must be >= 0, got ", seconds));
-      Loaded l = load_stream(a);
-      IoBenchSuiteConfig ic;
-      ic.memory = l.cfg.memory;
-      ic.d_model = l.cfg.model.d_model;
-      ic.params = params;
-      ic.depths = depths;
-      ic.seconds = seconds;
-      ic.dir = dir.empty() ? data::cache_dir(l.cfg.data) + "/iobench" : dir;
-      ic.keep = keep;
-      ic.layouts = parse_layouts(layouts, l.cfg.memory.slots);
-      MemoryConfig engram = l.cfg.memory;  // the vocabulary of an engram table (nullptr unless one is faithful)
-      engram.layout = std::any_of(ic.layouts.begin(), ic.layouts.end(), [](const FlashLayoutSpec& x) {
-        return x.layout == "engram";
-      }) ? "engram" : "none";
-      const auto vocab = engram_vocab(engram, l.ds.tokenizer ? l.ds.tokenizer->pieces() : std::vector<std::string>{});
-      ic.vocab = vocab.get();
-      const IoBenchSuiteResult suite = run_iobench_suite(ic, l.stream, [](const std::string& line) {
-        std::fprintf(stderr, "%s\n", line.c_str());
-      });
-      const std::string& d = ic.dir;
-      const std::vector<std::string>& created = suite.created;
-      const std::vector<IoBenchResult>& results = suite.results;
-      std::printf("table files of %s params (%s)%s\n", format_count(params).c_str(), d.c_str(),
-                  keep ? ", kept" : created.empty() ? ", reused" : ", removed");
-      std::printf("%s", format_iobench_table(results).c_str());
-      if (!out.empty()) {
-        auto attrs = run_attrs(cmdline(), &l);
-        attrs.push_back({"table_params", format_count(params)});
-        write_iobench_h5(out, results, attrs);
-        std::printf("wrote %s\n", out.c_str());
-      }
-    });
-  }
+  register_collisions(app);
+  register_addresses(app);
+  register_export(app);
+  register_flashsim(app);
+  register_iobench(app);
 }
 
 }  // namespace pg::cli

@@ -226,14 +226,9 @@ void MemoryInjector::finish_backward() {
 
 std::vector<ParamView> MemoryInjector::dense_params() {
   std::vector<ParamView> v;
-  auto add = [&](const char* name, const View& w, bool decay) {
-    if (w.n) v.push_back(ParamView{name, params_.data() + w.off, grads_.data() + w.off, w.n, decay});
-  };
-  add("memory.w_v", wv_, true);
-  add("memory.w_k", wk_, true);
-  add("memory.gates", gates_, false);
-  add("memory.gate_norm_h", norm_h_, false);
-  add("memory.gate_norm_k", norm_k_, false);
+  for_each_dense([&](const char* name, const View& w, bool decay) {
+    if (w.n) v.push_back(ParamView{str("memory.", name), params_.data() + w.off, grads_.data() + w.off, w.n, decay});
+  });
   return v;
 }
 
@@ -260,30 +255,29 @@ MemoryInjectorStats MemoryInjector::stats() const {
   return s;
 }
 
+namespace {
+// memory.inject_layers as a checkpoint attribute: "0,4".
+std::string inject_layers_text(const MemoryConfig& c) {
+  std::string layers;
+  for (size_t i = 0; i < c.inject_layers.size(); ++i) layers += (i ? "," : "") + std::to_string(c.inject_layers[i]);
+  return layers;
+}
+}  // namespace
+
 void MemoryInjector::save(const h5::Group& g) const {
   g.set_attr("gate", cfg_.gate);
-  std::string layers;
-  for (size_t i = 0; i < cfg_.inject_layers.size(); ++i)
-    layers += (i ? "," : "") + std::to_string(cfg_.inject_layers[i]);
-  g.set_attr("inject_layers", layers);
+  g.set_attr("inject_layers", inject_layers_text(cfg_));
   table_->save(g.create("table"));
   h5::Group d = g.create("dense");
-  auto put = [&](const char* name, const View& w) {
+  for_each_dense([&](const char* name, const View& w, bool) {
     if (w.n) d.write<float>(name, std::span<const float>(params_.data() + w.off, w.n), {static_cast<uint64_t>(w.n)});
-  };
-  put("w_v", wv_);
-  put("w_k", wk_);
-  put("gates", gates_);
-  put("gate_norm_h", norm_h_);
-  put("gate_norm_k", norm_k_);
+  });
 }
 
 void MemoryInjector::load(const h5::Group& g) {
   const std::string where = g.file() + ":" + g.path();
-  std::string layers;
-  for (size_t i = 0; i < cfg_.inject_layers.size(); ++i)
-    layers += (i ? "," : "") + std::to_string(cfg_.inject_layers[i]);
-  for (const auto& [k, v] : {std::pair<std::string, std::string>{"gate", cfg_.gate}, {"inject_layers", layers}}) {
+  for (const auto& [k, v] : {std::pair<std::string, std::string>{"gate", cfg_.gate},
+                            {"inject_layers", inject_layers_text(cfg_)}}) {
     const std::string saved = g.attr_string(k);
     if (saved != v)
       throw IoError(str(where, ": memory was saved with ", k, " = ", saved, ", this run has ", v,
@@ -291,18 +285,13 @@ void MemoryInjector::load(const h5::Group& g) {
   }
   table_->load(g.sub("table"));
   h5::Group d = g.sub("dense");
-  auto get = [&](const char* name, const View& w) {
+  for_each_dense([&](const char* name, const View& w, bool) {
     if (!w.n) return;
     d.read_into<float>(name, std::span<float>(params_.data() + w.off, w.n), {static_cast<uint64_t>(w.n)});
     for (size_t i = 0; i < w.n; ++i)
       if (!std::isfinite(params_[w.off + i]))
         throw IoError(str(where, "/dense/", name, ": non-finite value (hint: a diverged run or a corrupt file)"));
-  };
-  get("w_v", wv_);
-  get("w_k", wk_);
-  get("gates", gates_);
-  get("gate_norm_h", norm_h_);
-  get("gate_norm_k", norm_k_);
+  });
 }
 
 }  // namespace pg

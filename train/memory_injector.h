@@ -156,6 +156,16 @@ class MemoryInjector : public ResidualInjector {
   // Dense parameters and gradients (one allocation each) and their views.
   std::vector<float> params_, grads_;
   View wv_{0, 0}, wk_{0, 0}, gates_{0, 0}, norm_h_{0, 0}, norm_k_{0, 0};
+  // The dense parameters, named once: f(name, view, weight decay) in checkpoint order. The name is the dataset
+  // memory/dense/<name> of a checkpoint and the optimizer's "memory.<name>".
+  template <class F>
+  void for_each_dense(F&& f) const {
+    f("w_v", wv_, true);
+    f("w_k", wk_, true);
+    f("gates", gates_, false);
+    f("gate_norm_h", norm_h_, false);
+    f("gate_norm_k", norm_k_, false);
+  }
   // Micro-batch state.
   Addresses addr_;
   int64_t N_ = 0;
