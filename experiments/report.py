@@ -264,9 +264,16 @@ def xxh64(b, seed=0):
     return h ^ (h >> 32)
 
 
+# Keys config_hash leaves out (sweep/spec.cpp): memory keys that only choose what the run log records
+# (MemoryConfig::kLogOnlyKeys), and keys added after runs were recorded, at their default value.
+LOG_ONLY_KEYS = ("collision_stats", "collision_owners")
+NEW_KEY_DEFAULTS = {"train": {"precision": "fp32"}}
+
+
 def config_hash(config_text):
-    """The run's config hash as train/sweep.cpp config_hash(): XXH64 of the config dump with train.out_dir = ""
-    and train.threads = 0, first 8 hex digits. config_text is the dump as the log (and the record) holds it."""
+    """The run's config hash as sweep/spec.cpp config_hash(): XXH64 of the config dump with train.out_dir = "",
+    train.threads = 0, the log-only memory keys dropped and later keys dropped at their default, first 8 hex
+    digits. config_text is the dump as the log (and the record) holds it."""
     lines, section = [], None
     for line in config_text.rstrip("\n").split("\n"):
         if line and not line.startswith(" "):
@@ -275,6 +282,12 @@ def config_hash(config_text):
             line = '  out_dir: ""'
         elif section == "train" and line.startswith("  threads:"):
             line = "  threads: 0"
+        elif section == "memory" and any(line.startswith(f"  {k}:") for k in LOG_ONLY_KEYS):
+            continue
+        elif line.startswith("  ") and not line.startswith("   ") and ":" in line:
+            key, _, value = line.strip().partition(":")
+            if NEW_KEY_DEFAULTS.get(section, {}).get(key) == value.strip():
+                continue
         lines.append(line)
     return f"{xxh64(chr(10).join(lines).encode()):016x}"[:8]
 
