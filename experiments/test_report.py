@@ -393,6 +393,25 @@ class Records(unittest.TestCase):
                                                     "x")), REGIME_HASH)
         self.assertNotEqual(report.config_hash(set_key(REGIME_CONFIG, "train", "seed", 1)), REGIME_HASH)
 
+    def test_committed_records_keep_their_cpp_hashes(self):
+        # Records written by the C++ runner (their configs hold the log-only memory keys, which sweep/spec.cpp leaves
+        # out of the hash); tests/sweep/config_hash_test.cpp pins the same record on the C++ side.
+        recs = os.path.join(HERE, "regime_stage1", "records")
+        names = sorted(os.listdir(recs))
+        self.assertTrue(names)
+        for n in names:
+            with open(os.path.join(recs, n)) as f:
+                rec = json.load(f)
+            self.assertIn("collision_stats", rec["config"])
+            self.assertEqual(report.config_hash(rec["config"]), rec["config_hash"], n)
+        # train.precision at its default leaves the hash as it was; bf16 changes it
+        with open(os.path.join(recs, names[0])) as f:
+            rec = json.load(f)
+        fp32 = rec["config"].replace("train:\n", "train:\n  precision: fp32\n", 1)
+        bf16 = rec["config"].replace("train:\n", "train:\n  precision: bf16\n", 1)
+        self.assertEqual(report.config_hash(fp32), rec["config_hash"])
+        self.assertNotEqual(report.config_hash(bf16), rec["config_hash"])
+
     def test_expansion(self):
         spec, runs, _ = report.expand_sweep(os.path.join(self.t, "sweep.yaml"))
         self.assertEqual([r["name"] for r in runs[:4]], ["flat-s0", "engram-s0", "pagegram_s4-s0", "flat-s1"])
