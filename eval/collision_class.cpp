@@ -18,6 +18,11 @@ double CollisionClassRow::share(int c) const {
   return n ? static_cast<double>(positions[c]) / static_cast<double>(n) : 0.0;
 }
 
+double CollisionClassRow::owner_share(int c) const {
+  const int64_t n = owner_positions[0] + owner_positions[1] + owner_positions[2];
+  return n ? static_cast<double>(owner_positions[c]) / static_cast<double>(n) : 0.0;
+}
+
 CollisionClassReport loss_by_collision_class(TrainedModel& tm, int64_t n,
                                              const std::function<void(int64_t, int64_t)>& progress) {
   MemoryInjector* mem = tm.mem();
@@ -92,6 +97,10 @@ CollisionClassReport loss_by_collision_class(TrainedModel& tm, int64_t n,
         const int c = f == 0 ? 0 : f < K ? 1 : 2;
         rep.orders[o].positions[c]++;
         rep.orders[o].loss_sum[c] += loss[p];
+        const int64_t f2 = occ.non_owner_heads(addr.rows.data() + p * H, keys[p * no + o], o);
+        const int c2 = f2 == 0 ? 0 : f2 < K ? 1 : 2;
+        rep.orders[o].owner_positions[c2]++;
+        rep.orders[o].owner_loss_sum[c2] += loss[p];
       }
     }
     if (progress) progress(k + b, total);
@@ -117,8 +126,16 @@ std::string format_collision_class_table(const CollisionClassReport& r) {
                   x.share(1), x.mean(1), x.share(2), x.mean(2));
     o += b;
   }
+  o += "owner reading |  owned: share   loss |  some: share   loss |  none: share   loss\n";
+  for (const CollisionClassRow& x : r.orders) {
+    std::snprintf(b, sizeof b, "order %lld      |  %12.3f %6.4f |  %11.3f %6.4f |  %11.3f %6.4f\n",
+                  static_cast<long long>(x.order), x.owner_share(0), x.owner_mean(0), x.owner_share(1), x.owner_mean(1),
+                  x.owner_share(2), x.owner_mean(2));
+    o += b;
+  }
   o += "clean: no head of the order reads a row that training gave another n-gram; some: 1..K-1 heads do; all: every "
-       "head does (eval/collision_class.h)\n";
+       "head does. owned: the n-gram is the most frequent training n-gram of its row in every head; none: of none "
+       "(eval/collision_class.h)\n";
   return o;
 }
 

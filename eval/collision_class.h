@@ -5,6 +5,9 @@
 //   clean  no head of order o reads a row that received another n-gram in training
 //   some   1 .. K-1 heads do
 //   all    all K heads do (flat: K = 1, so a position is clean or all)
+// and, because over a whole run at the report's regime nearly every row is shared, the same three classes under the
+// owner reading (the run log's foreign_owner): a head counts when its row's most frequent training n-gram is another
+// one (owned: the n-gram owns its row in every head; some; none: another n-gram owns every one of its rows).
 // Positions whose n-gram is not complete (the first o-1 of a document) count as their class like any other: their
 // key is the truncated n-gram the table was trained with.
 #pragma once
@@ -23,8 +26,14 @@ struct CollisionClassRow {
   int64_t heads_per_order = 0;
   std::array<int64_t, 3> positions{};  // clean, some, all
   std::array<double, 3> loss_sum{};    // nats, summed over the class's positions
+  std::array<int64_t, 3> owner_positions{};  // owner reading: owned in every head, some, none
+  std::array<double, 3> owner_loss_sum{};
   double mean(int c) const { return positions[c] ? loss_sum[c] / static_cast<double>(positions[c]) : 0.0; }
   double share(int c) const;
+  double owner_mean(int c) const {
+    return owner_positions[c] ? owner_loss_sum[c] / static_cast<double>(owner_positions[c]) : 0.0;
+  }
+  double owner_share(int c) const;
 };
 
 struct CollisionClassReport {

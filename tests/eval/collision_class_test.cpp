@@ -55,6 +55,9 @@ TEST_F(CollisionClass, ClassesPartitionThePositionsAndAverageToTheHeldOutLoss) {
     EXPECT_EQ(o.positions[0] + o.positions[1] + o.positions[2], r.positions);
     EXPECT_NEAR(o.loss_sum[0] + o.loss_sum[1] + o.loss_sum[2], r.mean_loss * static_cast<double>(r.positions),
                 1e-6 * static_cast<double>(r.positions));
+    EXPECT_EQ(o.owner_positions[0] + o.owner_positions[1] + o.owner_positions[2], r.positions);
+    EXPECT_GE(o.owner_positions[0], o.positions[0]);  // a clean position owns its rows
+    EXPECT_LE(o.owner_positions[2], o.positions[2]);  // owned by others in every head: foreign in every head
   }
   const data::ValidationWindows val = tm.data->validation(cfg.model.context);
   const double loss = tm.session->evaluate(val, 12, *tm.data->heldout);

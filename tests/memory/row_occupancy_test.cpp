@@ -53,6 +53,17 @@ TEST(RowOccupancy, CountsHeadsWhoseRowHoldsAnotherNgram) {
   occ.add(r0.data(), keys.data(), 1);
   EXPECT_EQ(occ.shared_rows(), 1);
   EXPECT_EQ(occ.foreign_heads(r0.data(), a2, 0), 1);
+  // Owners: a2 was trained twice into head (0, 1)'s row, b2 once: a2 owns it; b2 owns its other rows.
+  EXPECT_EQ(occ.non_owner_heads(r0.data(), a2, 0), 0);
+  EXPECT_EQ(occ.non_owner_heads(rb.data(), b2, 0), 1);
+  // Two more b2 lookups take the shared row over (3 > 2); a tie would keep the earlier owner.
+  keys = {b2, a3};
+  occ.add(rb.data(), keys.data(), 1);
+  EXPECT_EQ(occ.non_owner_heads(r0.data(), a2, 0), 0);  // 2 vs 2: a2 keeps it
+  occ.add(rb.data(), keys.data(), 1);
+  EXPECT_EQ(occ.non_owner_heads(r0.data(), a2, 0), 1);
+  EXPECT_EQ(occ.non_owner_heads(rb.data(), b2, 0), 0);
+  EXPECT_EQ(occ.non_owner_heads(r0.data(), b2, 0), K - 1);  // a2 owns the other three of a2's rows
 }
 
 }  // namespace
