@@ -456,7 +456,7 @@ class SpreadSource final : public TableSource {
     mapped_.sign_words = a.sign_words;
     mapped_.rows.resize(a.rows.size());
     for (size_t i = 0; i < a.rows.size(); ++i) mapped_.rows[i] = spread_.map(a.rows[i]);
-    mapped_.signs = a.signs;
+    // Sources read rows only (the signs are applied by the caller), so the signs are not copied.
     inner_->fetch(mapped_, out);
   }
   const TableReadStats& stats() const override { return inner_->stats(); }
