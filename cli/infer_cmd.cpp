@@ -25,6 +25,8 @@ void add_engine_options(CLI::App* c, EngineOptions& o, std::string& cache, int64
   c->add_option("--cache", cache, "direct: LRU page cache size, e.g. 1GiB (0 = none: every lookup reads the disk)")
       ->capture_default_str();
   c->add_option("--batch", o.max_batch, "rows per forward: sessions decoded together, prefill chunk")->capture_default_str();
+  c->add_flag("--no-overlap", [&o](int64_t) { o.overlap = false; },
+              "read the table rows before the forward instead of beside the blocks before the first injection");
   c->add_option("--threads", threads, "threads (0 = all allowed CPUs, pinned)")->check(CLI::Range(int64_t{0}, int64_t{1024}));
 }
 }  // namespace
@@ -123,6 +125,8 @@ void register_infer_commands(CLI::App& app) {
     c->add_option("--synthetic-params", synthetic, "with --checkpoint: serve each trained table from a synthetic file "
                   "of this many parameters (e.g. 20e9: the trained rows spread over a full-size table)");
     c->add_option("--batch-steps", g.batch_steps, "decode steps of the batch")->capture_default_str();
+    c->add_flag("--no-overlap", [](int64_t) { g.overlap = false; },
+                "read the table rows before the forward instead of beside the blocks before the first injection");
     c->add_option("--seed", g.seed, "sampling and prompt seed")->capture_default_str();
     c->add_option("--threads", threads, "threads (0 = all allowed CPUs, pinned)")->check(CLI::Range(int64_t{0}, int64_t{1024}));
     c->callback([] {

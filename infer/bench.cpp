@@ -72,6 +72,7 @@ GenBenchResult run_generate_bench(const GenBenchConfig& cfg) {
   }
   GenBenchResult res;
   res.sessions = cfg.sessions;
+  res.overlap = cfg.overlap;
   res.threads = thread_count();
   for (size_t i = 0; i < models.size(); ++i)  // unique names: table files and table rows are keyed by them
     for (size_t j = 0; j < i; ++j)
@@ -132,7 +133,7 @@ GenBenchResult run_generate_bench(const GenBenchConfig& cfg) {
         for (auto& p : prompts)
           for (auto& t : p) t = static_cast<int32_t>(r.next_u64() % static_cast<uint64_t>(V));
       }
-      Engine e(std::move(tm), std::move(source), std::max<int64_t>(P, S));
+      Engine e(std::move(tm), std::move(source), std::max<int64_t>(P, S), cfg.overlap);
       GenBenchRow row;
       row.model = m.name;
       row.layout = m.layout;
@@ -147,6 +148,7 @@ GenBenchResult run_generate_bench(const GenBenchConfig& cfg) {
       e.feed(s, prompts[0]);
       row.prefill_tok_s = static_cast<double>(P) / std::max(e.stats().prefill_seconds, 1e-9);
       if (e.source()) e.source()->reset_stats();
+      double wait0 = e.stats().memory_wait_seconds;
       std::vector<double> lat;
       const int64_t one[1] = {s};
       for (int64_t i = 0; i < cfg.decode_tokens; ++i) {
@@ -159,7 +161,11 @@ GenBenchResult run_generate_bench(const GenBenchConfig& cfg) {
       row.decode1_tok_s = static_cast<double>(cfg.decode_tokens) / sum;
       row.decode1_p50_ms = 1e3 * percentile(lat, 0.5);
       row.decode1_p99_ms = 1e3 * percentile(lat, 0.99);
-      if (e.source()) row.decode1_reads = static_cast<double>(e.source()->stats().device_reads) / static_cast<double>(cfg.decode_tokens);
+      row.decode1_wait_ms = 1e3 * (e.stats().memory_wait_seconds - wait0) / static_cast<double>(cfg.decode_tokens);
+      if (e.source()) {
+        row.decode1_reads = static_cast<double>(e.source()->stats().device_reads) / static_cast<double>(cfg.decode_tokens);
+        row.decode1_read_ms = 1e3 * e.source()->stats().io_seconds / static_cast<double>(cfg.decode_tokens);
+      }
       e.close(s);
       // S sessions: each prefilled (untimed), then decoded together.
       std::vector<int64_t> ids;
@@ -168,6 +174,7 @@ GenBenchResult run_generate_bench(const GenBenchConfig& cfg) {
         e.feed(ids.back(), prompts[static_cast<size_t>(i + 1)]);
       }
       if (e.source()) e.source()->reset_stats();
+      wait0 = e.stats().memory_wait_seconds;
       lat.clear();
       for (int64_t i = 0; i < cfg.batch_steps; ++i) {
         const Timer t;
@@ -179,8 +186,11 @@ GenBenchResult run_generate_bench(const GenBenchConfig& cfg) {
       row.decodeN_tok_s = static_cast<double>(S * cfg.batch_steps) / sum;
       row.decodeN_p50_ms = 1e3 * percentile(lat, 0.5);
       row.decodeN_p99_ms = 1e3 * percentile(lat, 0.99);
-      if (e.source())
+      row.decodeN_wait_ms = 1e3 * (e.stats().memory_wait_seconds - wait0) / static_cast<double>(cfg.batch_steps);
+      if (e.source()) {
         row.decodeN_reads = static_cast<double>(e.source()->stats().device_reads) / static_cast<double>(S * cfg.batch_steps);
+        row.decodeN_read_ms = 1e3 * e.source()->stats().io_seconds / static_cast<double>(cfg.batch_steps);
+      }
       res.rows.push_back(row);
     }
   }
@@ -188,14 +198,18 @@ GenBenchResult run_generate_bench(const GenBenchConfig& cfg) {
 }
 
 std::string format_generate_bench(const GenBenchResult& r) {
-  std::string out = str("| model | layout | table | prefill tok/s | decode tok/s, 1 session | p50 / p99 ms | reads/token | "
-                        "decode tok/s, ", r.sessions, " sessions | p50 / p99 ms per step | reads/token |\n"
-                        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
-  char buf[512];
+  std::string out = str("Table reads ", r.overlap ? "overlap the blocks before the first injection" : "precede the forward (--no-overlap)",
+                        "; read / wait ms: per decode step, the table source's read time and the part the forward waited for.\n\n"
+                        "| model | layout | table | prefill tok/s | decode tok/s, 1 session | p50 / p99 ms | reads/token | read / wait ms | "
+                        "decode tok/s, ", r.sessions, " sessions | p50 / p99 ms per step | reads/token | read / wait ms |\n"
+                        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  char buf[640];
   for (const GenBenchRow& w : r.rows) {
-    std::snprintf(buf, sizeof(buf), "| %s | %s | %s | %.0f | %.1f | %.2f / %.2f | %.2f | %.1f | %.1f / %.1f | %.2f |\n",
+    std::snprintf(buf, sizeof(buf),
+                  "| %s | %s | %s | %.0f | %.1f | %.2f / %.2f | %.2f | %.3f / %.3f | %.1f | %.1f / %.1f | %.2f | %.2f / %.2f |\n",
                   w.model.c_str(), w.layout.c_str(), w.source.c_str(), w.prefill_tok_s, w.decode1_tok_s, w.decode1_p50_ms,
-                  w.decode1_p99_ms, w.decode1_reads, w.decodeN_tok_s, w.decodeN_p50_ms, w.decodeN_p99_ms, w.decodeN_reads);
+                  w.decode1_p99_ms, w.decode1_reads, w.decode1_read_ms, w.decode1_wait_ms, w.decodeN_tok_s,
+                  w.decodeN_p50_ms, w.decodeN_p99_ms, w.decodeN_reads, w.decodeN_read_ms, w.decodeN_wait_ms);
     out += buf;
   }
   // Ratios: each model's disk rows against its RAM row; PageGram against Engram-style per source.
@@ -214,10 +228,16 @@ std::string format_generate_bench(const GenBenchResult& r) {
     if (p.layout.rfind("pagegram", 0) != 0) continue;
     for (const GenBenchRow& q : r.rows) {
       if (q.layout != "engram" || q.spec != p.spec) continue;
-      std::snprintf(buf, sizeof(buf), "%s vs %s, %s: %lld-session aggregate decode %.2fx, 1-session %.2fx\n", p.model.c_str(),
+      std::snprintf(buf, sizeof(buf), "%s vs %s, %s: %lld-session aggregate decode %.2fx, 1-session %.2fx", p.model.c_str(),
                     q.model.c_str(), p.spec.c_str(), static_cast<long long>(r.sessions),
                     p.decodeN_tok_s / q.decodeN_tok_s, p.decode1_tok_s / q.decode1_tok_s);
       out += buf;
+      if (p.decodeN_read_ms > 0 && q.decodeN_read_ms > 0) {  // tokens per second of read time: the lookup throughput
+        std::snprintf(buf, sizeof(buf), "; %lld-session lookup throughput (tokens per second of table reading) %.2fx",
+                      static_cast<long long>(r.sessions), q.decodeN_read_ms / p.decodeN_read_ms);
+        out += buf;
+      }
+      out += "\n";
     }
   }
   return out;

@@ -3,7 +3,9 @@
 //
 // Per model and table source: prefill tok/s (one session, prompts of prompt_tokens), decode tok/s of one session and
 // the aggregate of `sessions` sessions decoded as one batch, per-token latency p50/p99 (one decode step), and the
-// block reads per decoded token actually issued (storage/table_source.h counts them as the flash simulator does).
+// block reads per decoded token actually issued (storage/table_source.h counts them as the flash simulator does), and
+// per decode step the time the table source spent reading and the part of it the forward waited for (the rest
+// overlapped the blocks before the first injection). Lookup throughput = looked-up tokens per second of read time.
 // Models come from checkpoints or from configs (random initialization and a random table file: the work per token
 // is the same); prompts are held-out tokens when the model's tokenizer data is there, else random ids.
 #pragma once
@@ -25,6 +27,7 @@ struct GenBenchConfig {
   int64_t batch_steps = 8;     // decode steps of the many-session run
   uint64_t seed = 0;
   bool progress = true;
+  bool overlap = true;          // table reads beside the blocks before the first injection (infer/engine.h)
   double synthetic_params = 0;  // > 0: a trained model's table is written as a synthetic file of this size
                                 // (infer/table_export.h: the trained rows spread over a full-size table)
 };
@@ -35,10 +38,13 @@ struct GenBenchRow {
   double prefill_tok_s = 0;
   double decode1_tok_s = 0, decode1_p50_ms = 0, decode1_p99_ms = 0, decode1_reads = 0;  // reads per token
   double decodeN_tok_s = 0, decodeN_p50_ms = 0, decodeN_p99_ms = 0, decodeN_reads = 0;  // aggregate over sessions
+  double decode1_read_ms = 0, decode1_wait_ms = 0;  // per step: the source's read time; the forward's wait for it
+  double decodeN_read_ms = 0, decodeN_wait_ms = 0;
 };
 
 struct GenBenchResult {
   std::vector<GenBenchRow> rows;
+  bool overlap = true;
   int64_t sessions = 0;
   int threads = 0;
 };

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <numeric>
 
 #include "core/error.h"
@@ -12,7 +13,7 @@
 
 namespace pg {
 
-Engine::Engine(TrainedModel tm, std::unique_ptr<TableSource> source, int64_t max_batch)
+Engine::Engine(TrainedModel tm, std::unique_ptr<TableSource> source, int64_t max_batch, bool overlap)
     : tm_(std::move(tm)), source_(std::move(source)), max_batch_(max_batch) {
   PG_CHECK(max_batch >= 1);
   if (MemoryInjector* mem = tm_.mem()) {
@@ -21,6 +22,7 @@ Engine::Engine(TrainedModel tm, std::unique_ptr<TableSource> source, int64_t max
     throw UserError("generate: a table source was given but the checkpoint has no memory table (memory.layout none)");
   }
   dec_ = std::make_unique<Decoder>(tm_.model(), max_batch);
+  if (overlap && tm_.mem()) io_ = std::make_unique<BackgroundTask>();
 }
 
 void Engine::reset_stats() {
@@ -73,6 +75,7 @@ int64_t Engine::fork(int64_t id, const SamplingOptions& so) {
   dst.docs = src.docs;
   dst.cache->copy_prefix(*src.cache, src.cache->length());
   dst.cache_start = src.cache_start;
+  dst.stale = src.stale;
   dst.logits = src.logits;
   return nid;
 }
@@ -91,9 +94,9 @@ std::span<const float> Engine::logits(int64_t id) const {
   return s.logits;
 }
 
-void Engine::prepare_memory(const std::vector<std::pair<Sess*, std::pair<int64_t, int64_t>>>& parts, int64_t rows) {
+bool Engine::start_memory(const std::vector<std::pair<Sess*, std::pair<int64_t, int64_t>>>& parts, int64_t rows) {
   MemoryInjector* mem = tm_.mem();
-  if (!mem) return;
+  if (!mem) return false;
   const Timer t;
   const MemoryLayout& L = mem->table().layout();
   addr_.resize(rows, L);
@@ -104,11 +107,32 @@ void Engine::prepare_memory(const std::vector<std::pair<Sess*, std::pair<int64_t
                       addr_.rows.data() + at * addr_.heads, addr_.signs.data() + at * addr_.heads * addr_.sign_words);
     at += p1 - p0;
   }
-  // Every position's rows in one fetch (deduplicated inside the source), then the signed gather from them.
+  // Every position's rows in one fetch (deduplicated inside the source), on the reads' thread when overlapping.
+  rows_.resize(static_cast<size_t>(rows * addr_.heads * L.width()));
+  if (io_) {
+    io_->start([this] { source_->fetch(addr_, rows_.data()); });
+  } else {
+    const Timer r;
+    source_->fetch(addr_, rows_.data());
+    stats_.memory_wait_seconds += r.seconds();  // the forward waits for every read
+  }
+  memory_pending_ = true;
+  stats_.memory_seconds += t.seconds();
+  return true;
+}
+
+void Engine::finish_memory(int64_t rows) {
+  MemoryInjector* mem = tm_.mem();
+  const Timer t;
+  memory_pending_ = false;
+  if (io_) {
+    io_->wait();
+    stats_.memory_wait_seconds += io_->last_wait_seconds();
+  }
+  // The signed gather from the fetched rows: the same signs, rows renumbered into the fetched buffer (addr_ is not
+  // read again: its signs move, no copy).
+  const MemoryLayout& L = mem->table().layout();
   const int64_t E = rows * addr_.heads, W = L.width();
-  rows_.resize(static_cast<size_t>(E * W));
-  source_->fetch(addr_, rows_.data());
-  // The same signs, rows renumbered into the fetched buffer (addr_ is not read again: its signs move, no copy).
   ident_.n = addr_.n;
   ident_.heads = addr_.heads;
   ident_.sign_words = addr_.sign_words;
@@ -132,10 +156,23 @@ void Engine::run(const std::vector<std::pair<Sess*, std::pair<int64_t, int64_t>>
       ++rows;
     }
   PG_CHECK(rows >= 1 && rows <= max_batch_);
-  prepare_memory(parts, rows);
+  std::function<void()> ready;
+  if (start_memory(parts, rows)) ready = [this, rows] { finish_memory(rows); };
   const int64_t V = tm_.cfg().model.vocab;
   out_.resize(static_cast<size_t>(parts.size() * V));
-  dec_->forward(tok_, caches_, want_logits ? out_.data() : nullptr, /*last_only=*/true);
+  try {
+    dec_->forward(tok_, caches_, want_logits ? out_.data() : nullptr, /*last_only=*/true, ready);
+  } catch (...) {
+    if (memory_pending_ && io_) {  // the forward failed before the injection: let the reads end before rows_ moves
+      memory_pending_ = false;
+      try {
+        io_->wait();
+      } catch (...) {
+      }
+    }
+    throw;
+  }
+  PG_CHECK(!memory_pending_, "Engine::run: the forward never reached an injecting block");
   if (!want_logits) return;
   for (size_t i = 0; i < parts.size(); ++i)
     parts[i].first->logits.assign(out_.begin() + static_cast<std::ptrdiff_t>(i * V),
@@ -145,16 +182,18 @@ void Engine::run(const std::vector<std::pair<Sess*, std::pair<int64_t, int64_t>>
 void Engine::run_one(Sess& s, int64_t p0, int64_t p1) {
   const int64_t cap = tm_.cfg().model.context;
   while (p0 < p1) {
-    if (s.cache->length() == cap) {  // restart the cache from the last cap/2 tokens before p0
+    if (s.stale || s.cache->length() == cap) {  // restart the cache from the last cap/2 tokens before p0
       const int64_t keep = std::min<int64_t>(cap / 2, p0);
       s.cache->clear();
       s.cache_start = p0 - keep;
+      s.stale = true;  // until the restart is complete
       ++stats_.restarts;
       for (int64_t q = s.cache_start; q < p0;) {
         const int64_t e = std::min({p0, q + max_batch_});
         run({{&s, {q, e}}}, false);
         q = e;
       }
+      s.stale = false;
     }
     const int64_t room = cap - s.cache->length();
     const int64_t e = std::min({p1, p0 + max_batch_, p0 + room});
@@ -171,11 +210,25 @@ void Engine::feed(int64_t id, std::span<const int32_t> tokens) {
       throw UserError(str("token ", i, " of the prompt: id ", tokens[i], " outside the vocabulary [0, ", V, ")"));
   if (tokens.empty()) return;
   const Timer t;
+  const Mark before = mark(s);
   const int64_t p0 = static_cast<int64_t>(s.history.size());
   s.history.insert(s.history.end(), tokens.begin(), tokens.end());
-  run_one(s, p0, static_cast<int64_t>(s.history.size()));
+  try {
+    run_one(s, p0, static_cast<int64_t>(s.history.size()));
+  } catch (...) {  // a failed read (corrupt block): the session stays as before the call
+    roll_back(s, before);
+    throw;
+  }
   stats_.prefill_tokens += static_cast<int64_t>(tokens.size());
   stats_.prefill_seconds += t.seconds();
+}
+
+void Engine::roll_back(Sess& s, const Mark& m) {
+  s.history.resize(m.hist);
+  if (!s.stale && s.cache_start == m.cache_start && s.cache->length() >= m.cache_len)
+    s.cache->truncate(m.cache_len);
+  else
+    s.stale = true;
 }
 
 int32_t Engine::sample(Sess& s) {
@@ -216,10 +269,12 @@ std::vector<int32_t> Engine::step(std::span<const int64_t> ids) {
   const Timer t;
   std::vector<int32_t> out;
   std::vector<Sess*> ss;
+  std::vector<Mark> marks;
   for (int64_t id : ids) {
     Sess& s = get(id);
     if (s.logits.empty()) throw UserError(str("session ", id, " has no tokens yet (hint: feed a prompt first)"));
     if (std::find(ss.begin(), ss.end(), &s) != ss.end()) throw UserError(str("session ", id, " listed twice in one step"));
+    marks.push_back(mark(s));
     const int32_t tok = sample(s);
     out.push_back(tok);
     s.history.push_back(tok);
@@ -232,16 +287,31 @@ std::vector<int32_t> Engine::step(std::span<const int64_t> ids) {
     if (!batch.empty()) run(batch, true);
     batch.clear();
   };
-  for (Sess* s : ss) {
-    const int64_t p = static_cast<int64_t>(s->history.size()) - 1;
-    if (s->cache->length() == cap) {
-      run_one(*s, p, p + 1);
-      continue;
+  std::vector<char> ran(ss.size(), 0);  // sessions whose token has run
+  std::vector<size_t> pending;          // indices of the sessions in `batch`
+  try {
+    for (size_t i = 0; i < ss.size(); ++i) {
+      Sess* s = ss[i];
+      const int64_t p = static_cast<int64_t>(s->history.size()) - 1;
+      if (s->stale || s->cache->length() == cap) {
+        run_one(*s, p, p + 1);
+        ran[i] = 1;
+        continue;
+      }
+      batch.push_back({s, {p, p + 1}});
+      pending.push_back(i);
+      if (static_cast<int64_t>(batch.size()) == max_batch_) {
+        flush();
+        for (size_t j : pending) ran[j] = 1;
+        pending.clear();
+      }
     }
-    batch.push_back({s, {p, p + 1}});
-    if (static_cast<int64_t>(batch.size()) == max_batch_) flush();
+    flush();
+  } catch (...) {  // a failed read: the sessions not yet run drop their sampled token (their sampling stream moved on)
+    for (size_t i = 0; i < ss.size(); ++i)
+      if (!ran[i]) roll_back(*ss[i], marks[i]);
+    throw;
   }
-  flush();
   stats_.decode_tokens += static_cast<int64_t>(ids.size());
   stats_.decode_seconds += t.seconds();
   return out;

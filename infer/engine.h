@@ -6,7 +6,8 @@
 // its document boundaries (a boundary cuts the n-grams, as a document start does in training), a KV cache and the
 // logits of its last token. Feeding tokens (prefill) computes every new position's addresses first, fetches the
 // rows of all of them in one read (a row needed twice is read once), then runs the backbone over all positions in
-// one forward; W_V runs batched. A decode step samples one token per session from its logits, addresses and
+// one forward; W_V runs batched. The reads run on a thread of their own while the backbone computes the blocks before
+// the first one that injects (with injection at block 0 only the embedding overlaps them). A decode step samples one token per session from its logits, addresses and
 // fetches the rows of all sampled tokens at once (the reads start the moment the tokens are known), and runs one
 // batched forward. Past the model's context (the trained RoPE range) a session's cache restarts from its last
 // context/2 tokens (re-prefilled); the n-gram history is unaffected.
@@ -21,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "core/background.h"
 #include "core/rng.h"
 #include "model/decoder.h"
 #include "storage/table_source.h"
@@ -37,15 +39,19 @@ struct SamplingOptions {
 struct EngineStats {
   int64_t prefill_tokens = 0, decode_tokens = 0;
   double prefill_seconds = 0, decode_seconds = 0;  // wall time of prefill / decode calls (I/O included)
-  double memory_seconds = 0;                       // addressing + table reads + gather inside them
+  double memory_seconds = 0;       // the forward's time on memory work: addressing, waiting for the reads, gather
+  double memory_wait_seconds = 0;  // of which waiting for table reads that the earlier blocks did not hide
   int64_t restarts = 0;                            // caches restarted past the context
 };
 
 class Engine {
  public:
   // The model of `tm` (its memory injector, if any, gets rows from `source`; null source = the checkpoint's fp32
-  // table in RAM). max_batch: rows per forward (sessions decoded together, prefill chunk).
-  Engine(TrainedModel tm, std::unique_ptr<TableSource> source, int64_t max_batch = 64);
+  // table in RAM). max_batch: rows per forward (sessions decoded together, prefill chunk). overlap: table reads run
+  // in the background while the blocks before the first injection compute (false: read, then compute; the same
+  // bits either way).
+  Engine(TrainedModel tm, std::unique_ptr<TableSource> source, int64_t max_batch = 64, bool overlap = true);
+  bool overlaps() const { return io_ != nullptr; }
 
   const ExperimentConfig& config() const { return tm_.cfg(); }
   const data::Tokenizer* tokenizer() const { return tm_.data ? tm_.data->tokenizer.get() : nullptr; }
@@ -87,6 +93,7 @@ class Engine {
     std::vector<uint64_t> docs;    // document starts (positions in history), sorted, first 0
     std::unique_ptr<KvCache> cache;
     int64_t cache_start = 0;  // history position of cache position 0
+    bool stale = false;       // a failed call left the cache unusable: the next run restarts it (as past the context)
     std::vector<float> logits;
     SamplingOptions sampling;
     RngStream rng{0, "generate"};
@@ -97,12 +104,25 @@ class Engine {
   void run(const std::vector<std::pair<Sess*, std::pair<int64_t, int64_t>>>& parts, bool logits);
   // Runs [p0, p1) of one session in chunks, restarting its cache when it would pass the context.
   void run_one(Sess& s, int64_t p0, int64_t p1);
-  void prepare_memory(const std::vector<std::pair<Sess*, std::pair<int64_t, int64_t>>>& parts, int64_t rows);
+  // Addresses of every row, then the reads (started in the background when overlapping); finish_memory waits for
+  // them and prepares the injector. start_memory returns false without a memory table.
+  bool start_memory(const std::vector<std::pair<Sess*, std::pair<int64_t, int64_t>>>& parts, int64_t rows);
+  void finish_memory(int64_t rows);
   int32_t sample(Sess& s);
+  // After a failed feed/step (a corrupt block): the session as it was before the call (history of length hist; the
+  // cache cut back to cache_len, or restarted by the next run when the call had restarted it).
+  struct Mark {
+    size_t hist;
+    int64_t cache_len, cache_start;
+  };
+  static Mark mark(const Sess& s) { return {s.history.size(), s.cache->length(), s.cache_start}; }
+  static void roll_back(Sess& s, const Mark& m);
 
   TrainedModel tm_;
   std::unique_ptr<TableSource> source_;
   int64_t max_batch_;
+  std::unique_ptr<BackgroundTask> io_;  // the reads' thread (null: no overlap)
+  bool memory_pending_ = false;
   std::unique_ptr<Decoder> dec_;
   std::map<int64_t, Sess> sessions_;
   int64_t next_id_ = 1;

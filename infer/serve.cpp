@@ -33,7 +33,7 @@ std::unique_ptr<Engine> open_engine(const EngineOptions& o) {
   } else if (o.table_mode == "direct" || o.cache_bytes > 0) {
     throw UserError("--table-mode direct and --cache need --table FILE.pgt (hint: pagegram export --checkpoint C --out T.pgt)");
   }
-  return std::make_unique<Engine>(std::move(tm), std::move(src), o.max_batch);
+  return std::make_unique<Engine>(std::move(tm), std::move(src), o.max_batch, o.overlap);
 }
 
 namespace {

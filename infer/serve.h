@@ -27,6 +27,7 @@ struct EngineOptions {
   std::string table_mode = "mmap";  // mmap | mmap-warm | direct
   int64_t cache_bytes = 0;    // direct: LRU page cache
   int64_t max_batch = 64;
+  bool overlap = true;  // table reads beside the blocks before the first injection (infer/engine.h)
   bool progress = true;
 };
 // Loads the checkpoint (its tokenizer when available) and opens the table source. UserError for a mode or a table

@@ -75,7 +75,7 @@ Decoder::Decoder(Transformer& model, int64_t max_rows) : m_(model), max_rows_(ma
 }
 
 void Decoder::forward(std::span<const int32_t> tokens, std::span<KvCache* const> caches, float* logits,
-                      bool last_only) {
+                      bool last_only, const std::function<void()>& before_injection) {
   using namespace layers;
   const ModelConfig& c = m_.config();
   const int64_t N = static_cast<int64_t>(tokens.size());
@@ -103,9 +103,14 @@ void Decoder::forward(std::span<const int32_t> tokens, std::span<KvCache* const>
   ResidualInjector* inj = m_.injector();
   embedding_forward(x_.data(), tokens.data(), P.tok_emb, N, C);
   const float scale = 1.0f / std::sqrt(static_cast<float>(HD));
+  bool injected = false;
   for (int64_t l = 0; l < L; ++l) {
     const BlockViews<float>& w = P.blocks[static_cast<size_t>(l)];
-    if (inj && inj->injects(l)) inj->inject_forward(l, x_.data(), N);
+    if (inj && inj->injects(l)) {
+      if (!injected && before_injection) before_injection();
+      injected = true;
+      inj->inject_forward(l, x_.data(), N);
+    }
     rmsnorm_forward(ln_.data(), rstd_.data(), x_.data(), w.attn_norm, N, C, eps);
     const PackedBlock& pw = blocks_[static_cast<size_t>(l)];
     matmul_rows(qkv_.data(), ln_.data(), pw.w_qkv.op, nullptr, N, C, 3 * C);

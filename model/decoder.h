@@ -10,12 +10,14 @@
 // sits at position cache_i.length() + (earlier rows of the same cache). Positions are absolute within the cache,
 // at most config().context (the trained RoPE range): the caller starts a new cache past that (infer/engine.h).
 // Residual injection (the memory table) goes through the model's injector with N = rows, as in training: prepare it
-// for exactly these rows first. Norms, RoPE, GELU and the linear layers are the training kernels, row for row (the
+// for exactly these rows first, or in `before_injection`, which forward calls once just before the first block
+// that injects (the blocks before it run meanwhile: the engine's table reads overlap them). Norms, RoPE, GELU and the linear layers are the training kernels, row for row (the
 // GEMM over pre-packed weights, split by output columns: the same bits for 1 row or 64); attention of one query over
 // its cache runs in the order of a plain loop. The logits equal a recomputation of the whole
 // sequence up to float rounding (tests/model/decoder_test.cpp states the tolerance).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
@@ -31,6 +33,8 @@ class KvCache {
   int64_t length() const { return len_; }
   int64_t capacity() const { return cap_; }
   void clear() { len_ = 0; }
+  // Forgets the positions from n on (n <= length()).
+  void truncate(int64_t n) { len_ = n < len_ ? (n > 0 ? n : 0) : len_; }
   // Copies another cache's first `n` positions (fork a conversation).
   void copy_prefix(const KvCache& o, int64_t n);
 
@@ -52,8 +56,10 @@ class Decoder {
   // Runs rows tokens[i] of caches[i] (tokens.size() == caches.size() <= max_rows), appending each row's key and
   // value to its cache. logits (when not null) receives [rows, vocab] — or only the last row of each sequence
   // when last_only ([sequences, vocab], in order of first appearance). UserError for a token outside the
-  // vocabulary or a cache that would pass its capacity.
-  void forward(std::span<const int32_t> tokens, std::span<KvCache* const> caches, float* logits, bool last_only = false);
+  // vocabulary or a cache that would pass its capacity. before_injection (when set) runs once, right before the
+  // first block whose input the model's injector modifies (not at all without one).
+  void forward(std::span<const int32_t> tokens, std::span<KvCache* const> caches, float* logits, bool last_only = false,
+               const std::function<void()>& before_injection = {});
 
  private:
   struct FreeDeleter {

@@ -32,13 +32,16 @@ class EngineTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = testing::make_temp_dir("engine");
-    for (const char* layout : {"pagegram", "engram"}) {
+    // pagegram_late injects before block 1 only: its table reads overlap block 0.
+    for (const std::string name : {"pagegram", "engram", "pagegram_late"}) {
+      const std::string layout = name == "engram" ? "engram" : "pagegram";
       ExperimentConfig c = load_experiment(
           testing::kTinyConfig,
           testing::with_sets(testing::tiny_fixture_sets(dir_),
                              {"train.steps=6", "train.eval_interval=0", "train.eval_windows=8",
                               "train.checkpoint_interval=0", std::string("memory.layout=") + layout,
-                              "memory.target_params=200000", "train.out_dir=" + (dir_ / layout).string()}));
+                              name == "pagegram_late" ? "memory.inject_layers=[1]" : "memory.inject_layers=[0, 1]",
+                              "memory.target_params=200000", "train.out_dir=" + (dir_ / name).string()}));
       data::tokenize(c.data, c.tokenizer);
       data::DataSet ds = data::open_dataset(c.data, c.tokenizer);
       TrainOptions opt;
@@ -59,11 +62,13 @@ class EngineTest : public ::testing::Test {
     }
     return p;
   }
-  static std::unique_ptr<Engine> engine(const std::string& layout, const std::string& mode = "", int64_t cache = 0) {
+  static std::unique_ptr<Engine> engine(const std::string& layout, const std::string& mode = "", int64_t cache = 0,
+                                        bool overlap = true) {
     EngineOptions o;
     o.checkpoint = ckpt(layout);
     o.progress = false;
     o.max_batch = 16;
+    o.overlap = overlap;
     if (!mode.empty()) {
       o.table = table(layout);
       o.table_mode = mode;
@@ -226,6 +231,80 @@ TEST_F(EngineTest, ReadsPerTokenEqualTheFlashSimulatorOnTheSameStream) {
       EXPECT_LT(misses, static_cast<int64_t>(blocks.size()));
     }
   }
+}
+
+TEST_F(EngineTest, ReadsOverlappingTheEarlierBlocksGiveTheBitsOfReadingFirst) {
+  for (const std::string name : {"pagegram_late", "pagegram", "engram"})
+    for (const std::string mode : {"", "direct"}) {
+      std::unique_ptr<Engine> a = engine(name, mode, 0, /*overlap=*/true), b = engine(name, mode, 0, /*overlap=*/false);
+      EXPECT_TRUE(a->overlaps());
+      EXPECT_FALSE(b->overlaps());
+      std::vector<std::vector<float>> la, lb;
+      const std::vector<int32_t> p = prompt(7, 13);
+      EXPECT_EQ(greedy(*a, p, 9, &la), greedy(*b, p, 9, &lb)) << name << " " << mode;
+      EXPECT_EQ(la, lb) << name << " " << mode;
+      // Several sessions decoded as one batch, sampled.
+      std::vector<int64_t> ia, ib;
+      for (uint32_t k = 0; k < 5; ++k) {
+        ia.push_back(a->open({0.9, 20, k}));
+        ib.push_back(b->open({0.9, 20, k}));
+        a->feed(ia.back(), prompt(3 + k, 40 + k));
+        b->feed(ib.back(), prompt(3 + k, 40 + k));
+      }
+      for (int i = 0; i < 6; ++i) EXPECT_EQ(a->step(ia), b->step(ib)) << name << " " << mode << ", step " << i;
+      for (size_t k = 0; k < ia.size(); ++k) {
+        const std::span<const float> x = a->logits(ia[k]), y = b->logits(ib[k]);
+        EXPECT_TRUE(std::equal(x.begin(), x.end(), y.begin(), y.end())) << name << " " << mode << ", session " << k;
+      }
+      EXPECT_GT(a->stats().memory_seconds, 0.0);
+    }
+}
+
+// A source that fails on demand (a corrupt block, a device error) in front of the checkpoint's fp32 table.
+class FailingSource : public TableSource {
+ public:
+  explicit FailingSource(std::unique_ptr<TableSource> s) : s_(std::move(s)) {}
+  std::string describe() const override { return "failing " + s_->describe(); }
+  void fetch(const Addresses& a, float* out) override {
+    if (fail) throw IoError("test: injected read failure");
+    s_->fetch(a, out);
+  }
+  bool fail = false;
+
+ private:
+  std::unique_ptr<TableSource> s_;
+};
+
+TEST_F(EngineTest, AFailedReadLeavesEverySessionAsBeforeTheCall) {
+  for (const std::string name : {"pagegram_late", "pagegram"})
+    for (const bool overlap : {true, false}) {
+      TrainedModel tm = load_trained_model(ckpt(name), {.open_data = false, .table_ready = true, .micro_batch = 1});
+      auto fs = std::make_unique<FailingSource>(ram_table_source(tm.mem()->table().layout(), tm.mem()->table().values().data()));
+      FailingSource* failing = fs.get();
+      Engine e(std::move(tm), std::move(fs), 16, overlap);
+      std::unique_ptr<Engine> ref = engine(name);
+      const std::vector<int32_t> p = prompt(6, 17), more = prompt(4, 18);
+      const int64_t s = e.open({0.0, 0, 0}), r = ref->open({0.0, 0, 0});
+      e.feed(s, p);
+      ref->feed(r, p);
+      const int64_t ids[1] = {s}, rids[1] = {r};
+      for (int i = 0; i < 3; ++i) ASSERT_EQ(e.step(ids), ref->step(rids));
+      const int64_t len = e.length(s);
+      failing->fail = true;
+      EXPECT_THROW(e.step(ids), IoError);
+      EXPECT_EQ(e.length(s), len) << name;
+      EXPECT_THROW(e.feed(s, more), IoError);
+      EXPECT_EQ(e.length(s), len) << name;
+      failing->fail = false;
+      // The session goes on as one that never saw the failed calls: the same tokens and logits, bit for bit.
+      e.feed(s, more);
+      ref->feed(r, more);
+      for (int i = 0; i < 4; ++i) {
+        EXPECT_EQ(e.step(ids), ref->step(rids)) << name << ", overlap " << overlap << ", step " << i;
+        const std::span<const float> x = e.logits(s), y = ref->logits(r);
+        EXPECT_TRUE(std::equal(x.begin(), x.end(), y.begin(), y.end())) << name << ", overlap " << overlap;
+      }
+    }
 }
 
 TEST_F(EngineTest, APrefillReadsARowNeededTwiceOnce) {
