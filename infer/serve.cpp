@@ -82,7 +82,8 @@ std::string stats_json(Engine& e) {
   std::ostringstream o;
   o << "{\"prefill_tokens\":" << s.prefill_tokens << ",\"decode_tokens\":" << s.decode_tokens
     << ",\"prefill_seconds\":" << s.prefill_seconds << ",\"decode_seconds\":" << s.decode_seconds
-    << ",\"restarts\":" << s.restarts;
+    << ",\"restarts\":" << s.restarts << ",\"memory_seconds\":" << s.memory_seconds
+    << ",\"memory_wait_seconds\":" << s.memory_wait_seconds << ",\"overlap\":" << (e.overlaps() ? "true" : "false");
   if (e.source()) {
     const TableReadStats& r = e.source()->stats();
     o << ",\"table\":" << json_escape(e.source()->describe()) << ",\"positions\":" << r.positions

@@ -449,6 +449,8 @@ TEST_F(EngineTest, ServeAnswersEveryRequestAndSurvivesBadOnes) {
   EXPECT_EQ(lines[9], "ok");
   EXPECT_EQ(lines[10], "ok");
   EXPECT_NE(lines[11].find("\"device_reads\""), std::string::npos) << lines[11];
+  EXPECT_NE(lines[11].find("\"memory_wait_seconds\""), std::string::npos) << lines[11];
+  EXPECT_NE(lines[11].find("\"overlap\":true"), std::string::npos) << lines[11];
   EXPECT_EQ(lines[12], "ok");
   EXPECT_EQ(lines[13], "ok");
 }
