@@ -621,24 +621,85 @@ def pair_rows(sw, pairs):
     return "\n".join(lines), stats
 
 
-# The report's numbers (SPEC §8), per sweep kind. diff = A − B in nats (negative: A better).
+# The report's numbers (SPEC §8) in one place, as the report prints them (strings keep its digits). The tables'
+# `report` column and the figures' "report" markers both read them. Paired differences A − B in nats of final
+# held-out loss (negative: A better).
+REPORT_NUM = {
+    # Table 1: 60M tokens, 5 seeds. Engram-style trails flat by 0.074; the memory gain (none − PageGram) is 0.40.
+    "table1": {"budget": "60M tokens, 5 seeds", ("pagegram_s4", "flat"): "-0.067", ("pagegram_s4", "engram"): "-0.142",
+               ("engram", "flat"): "+0.074", ("none", "pagegram_s4"): "0.40"},
+    # Table 2: 120M tokens, 3 seeds (PageGram − Engram-style: "within ±0.010", no signed number).
+    "table2": {"budget": "120M tokens, 3 seeds", ("pagegram_s4", "flat"): "-0.024", ("engram", "flat"): "-0.034",
+               ("none", "pagegram_s4"): "0.095", ("pagegram_s4", "engram"): "±0.010"},
+    # Table 5, ablations (60M tokens): what each change costs PageGram S=4 (every seed for the context gate).
+    "table5_ablations": {"budget": "60M tokens", ("pagegram_s4", "pagegram_s4_ctxgate"): "-0.140",
+                         ("pagegram_s4", "pagegram_s4_small"): "-0.206"},
+    # Table 8: the table lr multiple that is best for every table (seed 0, 30M tokens).
+    "table8_lr_grid": {"budget": "seed 0, 30M tokens", "best_lr_mult": "70"},
+    # Table 6 / Fig. 1c / 4a: flash reads per token of 4-bit tables over 20M tokens. Key: (layout, table params or
+    # None for every size, LRU cache bytes).
+    "flashsim": {"budget": "4-bit tables of 3.2B, 10B, 20B params, 20M tokens", ("flat", None, 0): "2",
+                 ("pagegram", None, 0): "2", ("engram", None, 0): "16", ("pagegram", 20e9, 2 ** 30): "0.99",
+                 ("engram", 20e9, 2 ** 30): "9.18"},
+    # Fig. 4b: lookups per second at 64 reads in flight on the report's NVMe device; its read latency at depth 1.
+    "iobench": {"budget": "NVMe", ("engram", 64): "17K", ("pagegram", 64): "119K", "read_us_depth1": "60"},
+}
+REPORT_NUM["regime_stage1"] = REPORT_NUM["table1"]  # the regime-matched Table 1 compares with Table 1
+
+
+def rnum(kind, key):
+    """A report number as a float (None when the report gives none); 17K = 17,000."""
+    s = REPORT_NUM.get(kind, {}).get(key)
+    if s is None:
+        return None
+    s = s.lstrip("±")
+    mult = 1e3 if s.endswith("K") else 1.0
+    return float(s.rstrip("K")) * mult
+
+
+def rtext(kind, key):
+    """A report number as the tables print it (Unicode minus)."""
+    return REPORT_NUM[kind][key].replace("-", "−")
+
+
+def rneg(kind, key):
+    """The report's A − B as B − A, printed (the report states some pairs the other way round)."""
+    return f"{-rnum(kind, key):+.3f}".replace("-", "−")
+
+
+def report_diffs(kind, baseline):
+    """{variant: report's (variant − baseline)} of a sweep kind, from REPORT_NUM (either order of the pair)."""
+    out = {}
+    for key in REPORT_NUM.get(kind, {}):
+        if isinstance(key, tuple) and len(key) == 2 and baseline in key and not REPORT_NUM[kind][key].startswith("±"):
+            a, b = key
+            if b == baseline:
+                out[a] = rnum(kind, key)
+            elif a == baseline:
+                out[b] = -rnum(kind, key)
+    return out
+
+
+T1, T2, T5 = "table1", "table2", "table5_ablations"
+# Per sweep kind: title and the pairs of the paired-difference table (A, B, the report's value as text).
 REPORT = {
     "table1": dict(
         title="Table 1: every layout vs no table and vs each other (report: 60M tokens, 5 seeds)",
-        pairs=[("pagegram_s4", "flat", "−0.067 (t p=0.08, sign p=0.03, 5/5 seeds)"),
-               ("pagegram_s4", "engram", "−0.142 (t p=0.02)"),
-               ("flat", "engram", "−0.074 (Engram-style trails flat)"),
+        pairs=[("pagegram_s4", "flat", f"{rtext(T1, ('pagegram_s4', 'flat'))} (t p=0.08, sign p=0.03, 5/5 seeds)"),
+               ("pagegram_s4", "engram", f"{rtext(T1, ('pagegram_s4', 'engram'))} (t p=0.02)"),
+               ("flat", "engram", f"{rneg(T1, ('engram', 'flat'))} (Engram-style trails flat)"),
                ("flat", "none", "< 0 (every table beats no table)"),
                ("engram", "none", "< 0 (every table beats no table)"),
-               ("pagegram_s4", "none", "< 0; memory gain 0.40 at 60M (Table 2 text)")],
+               ("pagegram_s4", "none", f"< 0; memory gain {rtext(T1, ('none', 'pagegram_s4'))} at 60M (Table 2 text)")],
         extra="Report throughput (RTX 5090): PageGram 108K vs no table 113K tok/s, < 5% overhead. Ours: the table "
               "above (CPU, training steps only; runs of one sweep may share the machine with other jobs)."),
     "table2": dict(
         title="Table 2: the same at 2× tokens (report: 120M tokens, 3 seeds)",
-        pairs=[("pagegram_s4", "none", "memory gain falls from 0.40 (60M) to 0.095 (120M)"),
-               ("engram", "flat", "−0.034 (Engram-style beats flat)"),
-               ("pagegram_s4", "engram", "within ±0.010 of Engram-style"),
-               ("pagegram_s4", "flat", "−0.024"),
+        pairs=[("pagegram_s4", "none", f"memory gain falls from {rtext(T1, ('none', 'pagegram_s4'))} (60M) to "
+                                       f"{rtext(T2, ('none', 'pagegram_s4'))} (120M)"),
+               ("engram", "flat", f"{rtext(T2, ('engram', 'flat'))} (Engram-style beats flat)"),
+               ("pagegram_s4", "engram", f"within {rtext(T2, ('pagegram_s4', 'engram'))} of Engram-style"),
+               ("pagegram_s4", "flat", rtext(T2, ("pagegram_s4", "flat"))),
                ("flat", "none", "< 0"), ("engram", "none", "< 0")]),
     "table4_s_sweep": dict(
         title="S sweep: PageGram S ∈ {1, 4, 8, 15, 60} and Engram-style (report: 60M tokens, 5 seeds)",
@@ -648,16 +709,18 @@ REPORT = {
                ("pagegram_s4", "engram", "Engram-style falls behind on seed 1 too")]),
     "table5_ablations": dict(
         title="Ablations: injection gate and table size (report: 60M tokens)",
-        pairs=[("pagegram_s4", "pagegram_s4_ctxgate", "−0.140 (the context gate costs 0.140 on every seed)"),
+        pairs=[("pagegram_s4", "pagegram_s4_ctxgate", f"{rtext(T5, ('pagegram_s4', 'pagegram_s4_ctxgate'))} (the context "
+                f"gate costs {rtext(T5, ('pagegram_s4', 'pagegram_s4_ctxgate')).lstrip('−')} on every seed)"),
                ("pagegram_s4", "pagegram_s4_ctxgate_sqrt", "— (Engram's released gate; not in the report)"),
-               ("pagegram_s4", "pagegram_s4_small", "−0.206 (table 200M → 50M costs 0.206)")]),
+               ("pagegram_s4", "pagegram_s4_small", f"{rtext(T5, ('pagegram_s4', 'pagegram_s4_small'))} (table 200M → "
+                f"50M costs {rtext(T5, ('pagegram_s4', 'pagegram_s4_small')).lstrip('−')})")]),
     "table8_lr_grid": dict(title="Table LR grid: table lr multiple × layout (report: seed 0, 30M tokens)"),
     "regime_stage1": dict(
         title="Regime-matched Table 1 (issue 13 stage 1): flat / Engram-style / PageGram S=4 at the report's "
               "steps, lookups per row and params per token",
-        pairs=[("pagegram_s4", "flat", "−0.067 (t p=0.08, sign p=0.03, 5/5 seeds)"),
-               ("pagegram_s4", "engram", "−0.142 (t p=0.02)"),
-               ("engram", "flat", "+0.074 (Engram-style trails flat)")]),
+        pairs=[("pagegram_s4", "flat", f"{rtext(T1, ('pagegram_s4', 'flat'))} (t p=0.08, sign p=0.03, 5/5 seeds)"),
+               ("pagegram_s4", "engram", f"{rtext(T1, ('pagegram_s4', 'engram'))} (t p=0.02)"),
+               ("engram", "flat", f"{rtext(T1, ('engram', 'flat'))} (Engram-style trails flat)")]),
 }
 
 
@@ -690,7 +753,8 @@ def lr_grid_table(sw):
             row.append("·" if not fin else f"{m:.4f}")
             if fin and m < best[0]:
                 best = (m, v)
-        lines.append(f"| {var} | " + " | ".join(row) + f" | {best[1] + '×' if best[1] else '—'} | 70× best for every table |")
+        lines.append(f"| {var} | " + " | ".join(row) + f" | {best[1] + '×' if best[1] else '—'} | "
+                     f"{REPORT_NUM['table8_lr_grid']['best_lr_mult']}× best for every table |")
     return "\n".join(lines)
 
 
@@ -1144,12 +1208,16 @@ def sweep_section(sw, out, kind, stall=(STALL_WINDOW, STALL_DELTA)):
 # Table 2's question: does the memory gain shrink with 2x tokens, does Engram-style catch up? Contrasts measured at
 # both budgets on the seeds both sweeps finished; report values (SPEC §8) at 60M -> 120M tokens.
 BUDGET_CONTRASTS = [
-    ("none", "pagegram_s4", "memory gain of PageGram S=4 (none − PageGram)", "0.40 → 0.095"),
+    ("none", "pagegram_s4", "memory gain of PageGram S=4 (none − PageGram)",
+     f"{rtext(T1, ('none', 'pagegram_s4'))} → {rtext(T2, ('none', 'pagegram_s4'))}"),
     ("none", "flat", "memory gain of flat (none − flat)", "—"),
     ("none", "engram", "memory gain of Engram-style (none − Engram-style)", "—"),
-    ("engram", "flat", "Engram-style − flat (negative: Engram-style better)", "+0.074 → −0.034"),
-    ("pagegram_s4", "engram", "PageGram S=4 − Engram-style", "−0.142 → within ±0.010"),
-    ("pagegram_s4", "flat", "PageGram S=4 − flat", "−0.067 → −0.024"),
+    ("engram", "flat", "Engram-style − flat (negative: Engram-style better)",
+     f"{rtext(T1, ('engram', 'flat'))} → {rtext(T2, ('engram', 'flat'))}"),
+    ("pagegram_s4", "engram", "PageGram S=4 − Engram-style",
+     f"{rtext(T1, ('pagegram_s4', 'engram'))} → within {rtext(T2, ('pagegram_s4', 'engram'))}"),
+    ("pagegram_s4", "flat", "PageGram S=4 − flat",
+     f"{rtext(T1, ('pagegram_s4', 'flat'))} → {rtext(T2, ('pagegram_s4', 'flat'))}"),
 ]
 
 

@@ -556,5 +556,19 @@ class Stalls(unittest.TestCase):
         self.assertIsNone(report.stall_from(self.STEPS, loss, flat_end[1:]))
 
 
+class ReportNumbers(unittest.TestCase):
+    def test_report_numbers_have_one_home(self):
+        """The figures' report values and the tables' report column come from REPORT_NUM."""
+        self.assertEqual(report.report_diffs("table1", "flat"), {"pagegram_s4": -0.067, "engram": 0.074})
+        self.assertEqual(report.report_diffs("regime_stage1", "flat"), report.report_diffs("table1", "flat"))
+        self.assertEqual(report.report_diffs("table2", "flat"), {"pagegram_s4": -0.024, "engram": -0.034})
+        self.assertEqual(report.report_diffs("table4_s_sweep", "flat"), {})
+        pairs = {(a, b): t for a, b, t in report.REPORT["table1"]["pairs"]}
+        self.assertTrue(pairs[("pagegram_s4", "flat")].startswith("−0.067 "))
+        self.assertTrue(pairs[("flat", "engram")].startswith("−0.074 "))  # the report's +0.074 the other way round
+        self.assertEqual(report.rnum("iobench", ("pagegram", 64)), 119000.0)
+        self.assertEqual(report.BUDGET_CONTRASTS[0][3], "0.40 → 0.095")
+
+
 if __name__ == "__main__":
     unittest.main()
