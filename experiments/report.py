@@ -4,7 +4,7 @@ PNG figures (SPEC §8; report Table 1, 2, the S sweep, the ablations, the LR gri
 
   python3 experiments/report.py experiments/table1/sweep.yaml --out experiments/table1/
   python3 experiments/report.py runs/table1/sweep.json runs/table2/sweep.json --out experiments/table1_2/
-  python3 experiments/report.py --flashsim fs.h5 --iobench io.h5 --out experiments/storage/
+  python3 experiments/report.py --flashsim fs.h5 --iobench io.h5 [--iobench-disk 'NVMe X'] --out experiments/storage/
   python3 experiments/report.py --selftest
 
 A SWEEP argument is a sweep file or a sweep.json. A sweep file whose records/ folder holds run records (committed
@@ -12,7 +12,8 @@ JSON, experiments/RECORDS.md) is reported from them: the expected runs are the s
 other or changed runs are named and left out, and only runs without a record are read from their run directory
 (via the manifest <out_dir>/sweep.json, out_dir relative to the working directory as for `pagegram sweep run`).
 Without records, the runs come from the manifest's run directories. Only finished runs enter the numbers; each
-table says how many runs it holds, where they were read from, their revisions, regime and stalls. Needs h5py, numpy, matplotlib and yaml (Debian: python3-h5py python3-numpy
+table says how many runs it holds, where they were read from, their revisions, regime and stalls. Figures draw the
+report's numbers (REPORT_NUM) beside ours as hollow crimson markers where the report gives one. Needs h5py, numpy, matplotlib and yaml (Debian: python3-h5py python3-numpy
 python3-matplotlib python3-yaml); no scipy: the t distribution's tail is the regularized incomplete beta function.
 """
 import argparse
@@ -621,24 +622,85 @@ def pair_rows(sw, pairs):
     return "\n".join(lines), stats
 
 
-# The report's numbers (SPEC §8), per sweep kind. diff = A − B in nats (negative: A better).
+# The report's numbers (SPEC §8) in one place, as the report prints them (strings keep its digits). The tables'
+# `report` column and the figures' "report" markers both read them. Paired differences A − B in nats of final
+# held-out loss (negative: A better).
+REPORT_NUM = {
+    # Table 1: 60M tokens, 5 seeds. Engram-style trails flat by 0.074; the memory gain (none − PageGram) is 0.40.
+    "table1": {"budget": "60M tokens, 5 seeds", ("pagegram_s4", "flat"): "-0.067", ("pagegram_s4", "engram"): "-0.142",
+               ("engram", "flat"): "+0.074", ("none", "pagegram_s4"): "0.40"},
+    # Table 2: 120M tokens, 3 seeds (PageGram − Engram-style: "within ±0.010", no signed number).
+    "table2": {"budget": "120M tokens, 3 seeds", ("pagegram_s4", "flat"): "-0.024", ("engram", "flat"): "-0.034",
+               ("none", "pagegram_s4"): "0.095", ("pagegram_s4", "engram"): "±0.010"},
+    # Table 5, ablations (60M tokens): what each change costs PageGram S=4 (every seed for the context gate).
+    "table5_ablations": {"budget": "60M tokens", ("pagegram_s4", "pagegram_s4_ctxgate"): "-0.140",
+                         ("pagegram_s4", "pagegram_s4_small"): "-0.206"},
+    # Table 8: the table lr multiple that is best for every table (seed 0, 30M tokens).
+    "table8_lr_grid": {"budget": "seed 0, 30M tokens", "best_lr_mult": "70"},
+    # Table 6 / Fig. 1c / 4a: flash reads per token of 4-bit tables over 20M tokens. Key: (layout, table params or
+    # None for every size, LRU cache bytes).
+    "flashsim": {"budget": "4-bit tables of 3.2B, 10B, 20B params, 20M tokens", ("flat", None, 0): "2",
+                 ("pagegram", None, 0): "2", ("engram", None, 0): "16", ("pagegram", 20e9, 2 ** 30): "0.99",
+                 ("engram", 20e9, 2 ** 30): "9.18"},
+    # Fig. 4b: lookups per second at 64 reads in flight on the report's NVMe device; its read latency at depth 1.
+    "iobench": {"budget": "NVMe", ("engram", 64): "17K", ("pagegram", 64): "119K", "read_us_depth1": "60"},
+}
+REPORT_NUM["regime_stage1"] = REPORT_NUM["table1"]  # the regime-matched Table 1 compares with Table 1
+
+
+def rnum(kind, key):
+    """A report number as a float (None when the report gives none); 17K = 17,000."""
+    s = REPORT_NUM.get(kind, {}).get(key)
+    if s is None:
+        return None
+    s = s.lstrip("±")
+    mult = 1e3 if s.endswith("K") else 1.0
+    return float(s.rstrip("K")) * mult
+
+
+def rtext(kind, key):
+    """A report number as the tables print it (Unicode minus)."""
+    return REPORT_NUM[kind][key].replace("-", "−")
+
+
+def rneg(kind, key):
+    """The report's A − B as B − A, printed (the report states some pairs the other way round)."""
+    return f"{-rnum(kind, key):+.3f}".replace("-", "−")
+
+
+def report_diffs(kind, baseline):
+    """{variant: report's (variant − baseline)} of a sweep kind, from REPORT_NUM (either order of the pair)."""
+    out = {}
+    for key in REPORT_NUM.get(kind, {}):
+        if isinstance(key, tuple) and len(key) == 2 and baseline in key and not REPORT_NUM[kind][key].startswith("±"):
+            a, b = key
+            if b == baseline:
+                out[a] = rnum(kind, key)
+            elif a == baseline:
+                out[b] = -rnum(kind, key)
+    return out
+
+
+T1, T2, T5 = "table1", "table2", "table5_ablations"
+# Per sweep kind: title and the pairs of the paired-difference table (A, B, the report's value as text).
 REPORT = {
     "table1": dict(
         title="Table 1: every layout vs no table and vs each other (report: 60M tokens, 5 seeds)",
-        pairs=[("pagegram_s4", "flat", "−0.067 (t p=0.08, sign p=0.03, 5/5 seeds)"),
-               ("pagegram_s4", "engram", "−0.142 (t p=0.02)"),
-               ("flat", "engram", "−0.074 (Engram-style trails flat)"),
+        pairs=[("pagegram_s4", "flat", f"{rtext(T1, ('pagegram_s4', 'flat'))} (t p=0.08, sign p=0.03, 5/5 seeds)"),
+               ("pagegram_s4", "engram", f"{rtext(T1, ('pagegram_s4', 'engram'))} (t p=0.02)"),
+               ("flat", "engram", f"{rneg(T1, ('engram', 'flat'))} (Engram-style trails flat)"),
                ("flat", "none", "< 0 (every table beats no table)"),
                ("engram", "none", "< 0 (every table beats no table)"),
-               ("pagegram_s4", "none", "< 0; memory gain 0.40 at 60M (Table 2 text)")],
+               ("pagegram_s4", "none", f"< 0; memory gain {rtext(T1, ('none', 'pagegram_s4'))} at 60M (Table 2 text)")],
         extra="Report throughput (RTX 5090): PageGram 108K vs no table 113K tok/s, < 5% overhead. Ours: the table "
               "above (CPU, training steps only; runs of one sweep may share the machine with other jobs)."),
     "table2": dict(
         title="Table 2: the same at 2× tokens (report: 120M tokens, 3 seeds)",
-        pairs=[("pagegram_s4", "none", "memory gain falls from 0.40 (60M) to 0.095 (120M)"),
-               ("engram", "flat", "−0.034 (Engram-style beats flat)"),
-               ("pagegram_s4", "engram", "within ±0.010 of Engram-style"),
-               ("pagegram_s4", "flat", "−0.024"),
+        pairs=[("pagegram_s4", "none", f"memory gain falls from {rtext(T1, ('none', 'pagegram_s4'))} (60M) to "
+                                       f"{rtext(T2, ('none', 'pagegram_s4'))} (120M)"),
+               ("engram", "flat", f"{rtext(T2, ('engram', 'flat'))} (Engram-style beats flat)"),
+               ("pagegram_s4", "engram", f"within {rtext(T2, ('pagegram_s4', 'engram'))} of Engram-style"),
+               ("pagegram_s4", "flat", rtext(T2, ("pagegram_s4", "flat"))),
                ("flat", "none", "< 0"), ("engram", "none", "< 0")]),
     "table4_s_sweep": dict(
         title="S sweep: PageGram S ∈ {1, 4, 8, 15, 60} and Engram-style (report: 60M tokens, 5 seeds)",
@@ -648,16 +710,18 @@ REPORT = {
                ("pagegram_s4", "engram", "Engram-style falls behind on seed 1 too")]),
     "table5_ablations": dict(
         title="Ablations: injection gate and table size (report: 60M tokens)",
-        pairs=[("pagegram_s4", "pagegram_s4_ctxgate", "−0.140 (the context gate costs 0.140 on every seed)"),
+        pairs=[("pagegram_s4", "pagegram_s4_ctxgate", f"{rtext(T5, ('pagegram_s4', 'pagegram_s4_ctxgate'))} (the context "
+                f"gate costs {rtext(T5, ('pagegram_s4', 'pagegram_s4_ctxgate')).lstrip('−')} on every seed)"),
                ("pagegram_s4", "pagegram_s4_ctxgate_sqrt", "— (Engram's released gate; not in the report)"),
-               ("pagegram_s4", "pagegram_s4_small", "−0.206 (table 200M → 50M costs 0.206)")]),
+               ("pagegram_s4", "pagegram_s4_small", f"{rtext(T5, ('pagegram_s4', 'pagegram_s4_small'))} (table 200M → "
+                f"50M costs {rtext(T5, ('pagegram_s4', 'pagegram_s4_small')).lstrip('−')})")]),
     "table8_lr_grid": dict(title="Table LR grid: table lr multiple × layout (report: seed 0, 30M tokens)"),
     "regime_stage1": dict(
         title="Regime-matched Table 1 (issue 13 stage 1): flat / Engram-style / PageGram S=4 at the report's "
               "steps, lookups per row and params per token",
-        pairs=[("pagegram_s4", "flat", "−0.067 (t p=0.08, sign p=0.03, 5/5 seeds)"),
-               ("pagegram_s4", "engram", "−0.142 (t p=0.02)"),
-               ("engram", "flat", "+0.074 (Engram-style trails flat)")]),
+        pairs=[("pagegram_s4", "flat", f"{rtext(T1, ('pagegram_s4', 'flat'))} (t p=0.08, sign p=0.03, 5/5 seeds)"),
+               ("pagegram_s4", "engram", f"{rtext(T1, ('pagegram_s4', 'engram'))} (t p=0.02)"),
+               ("engram", "flat", f"{rtext(T1, ('engram', 'flat'))} (Engram-style trails flat)")]),
 }
 
 
@@ -690,7 +754,8 @@ def lr_grid_table(sw):
             row.append("·" if not fin else f"{m:.4f}")
             if fin and m < best[0]:
                 best = (m, v)
-        lines.append(f"| {var} | " + " | ".join(row) + f" | {best[1] + '×' if best[1] else '—'} | 70× best for every table |")
+        lines.append(f"| {var} | " + " | ".join(row) + f" | {best[1] + '×' if best[1] else '—'} | "
+                     f"{REPORT_NUM['table8_lr_grid']['best_lr_mult']}× best for every table |")
     return "\n".join(lines)
 
 
@@ -866,32 +931,58 @@ def fig_loss_curves(sw, variants, path, title):
     plt.close(fig)
 
 
-def fig_diff_to(sw, variants, baseline, path, title):
-    """Fig. 1b: per-seed differences of held-out loss to the baseline (flat) over training; < 0: better than flat."""
+SEED_STYLES = [("o", "-"), ("s", "--"), ("^", ":"), ("D", "-."), ("v", (0, (5, 1, 1, 1)))]  # per seed: no colour needed
+REPORT_STYLE = dict(marker="D", ms=9, mfc="none", mec="crimson", mew=1.8, ls="none")  # hollow: the report's number
+
+
+def fig_diff_to(sw, variants, baseline, path, title, report=None, report_label="report"):
+    """Fig. 1b: per-seed differences of held-out loss to the baseline (flat) over training, one panel per variant,
+    each on its own axes and y scale (none − flat, ≈ +0.7, would flatten the others), with a zero line; < 0: better
+    than flat. The mean over seeds is the thick line and its final value a filled marker; report: {variant: the
+    report's final (variant − baseline)}, drawn as a hollow marker at the end of the run (the report's own budget
+    is in report_label). Returns the figure (None: no data)."""
     others = [v for v in variants if v != baseline and _curves(sw, v)]
     base = _curves(sw, baseline)
     if not others or not base:
-        return False
-    fig, axes = plt.subplots(1, len(others), figsize=(3.6 * len(others), 3.6), sharey=True, squeeze=False)
+        return None
+    report = report or {}
+    fig, axes = plt.subplots(1, len(others), figsize=(4.2 * len(others), 4.0), squeeze=False)
     for ax, v in zip(axes[0], others):
         cur = _curves(sw, v)
+        seeds = sorted(set(cur) & set(base))
+        n = min(min(len(cur[s][1]), len(base[s][1])) for s in seeds) if seeds else 0
         finals = []
-        for s in sorted(set(cur) & set(base)):
+        for i, s in enumerate(seeds):
             (t, l), (_, lb) = cur[s], base[s]
-            n = min(len(l), len(lb))
-            ax.plot(t[:n] / 1e6, l[:n] - lb[:n], lw=1, label=f"s{s}")
+            m, ls = SEED_STYLES[i % len(SEED_STYLES)]
+            ax.plot(t[:n] / 1e6, l[:n] - lb[:n], lw=1, ls=ls, marker=m, ms=3, alpha=0.8, label=f"seed {s}")
             finals.append(l[n - 1] - lb[n - 1])
+        x_end = cur[seeds[0]][0][n - 1] / 1e6 if seeds else 0.0
+        if len(seeds) > 1:
+            mean = np.mean([cur[s][1][:n] - base[s][1][:n] for s in seeds], axis=0)
+            ax.plot(cur[seeds[0]][0][:n] / 1e6, mean, color="k", lw=2.2, label=f"mean of {len(seeds)} seeds")
+        if finals:
+            ax.plot([x_end], [np.mean(finals)], marker="o", ms=8, color="k", ls="none",
+                    label=f"ours, final{' mean' if len(finals) > 1 else ''}: {np.mean(finals):+.4f}")
+        if v in report:
+            ax.plot([x_end], [report[v]], label=f"{report_label}: {report[v]:+.3f}", **REPORT_STYLE)
         ax.axhline(0, color="k", lw=0.8)
-        ax.set_title(f"{v} − {baseline}\nfinal mean {np.mean(finals):+.4f}" if finals else v, fontsize=9)
-        ax.set_xlabel("tokens (M)")
+        ax.set_title(f"{v} − {baseline} ({len(seeds)} seed{'s' if len(seeds) != 1 else ''})", fontsize=9)
+        ax.set_xlabel("training tokens (M)")
+        ax.set_ylabel(f"held-out loss − {baseline} (nats)")
         ax.grid(alpha=0.3)
-    axes[0][0].set_ylabel("held-out loss difference (nats)")
-    axes[0][-1].legend(fontsize=7)
-    fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
+        h, lab = ax.get_legend_handles_labels()
+        keep = [i for i, x in enumerate(lab) if not x.startswith("seed ")]
+        ax.legend([h[i] for i in keep], [lab[i] for i in keep], fontsize=7)
+    h, lab = axes[0][0].get_legend_handles_labels()  # the seeds once, under the panels
+    seeds_h = [(a, b) for a, b in zip(h, lab) if b.startswith("seed ")]
+    if seeds_h:
+        fig.legend([a for a, _ in seeds_h], [b for _, b in seeds_h], loc="lower center", ncol=len(seeds_h), fontsize=8)
+    fig.suptitle(title + "\n< 0: better than " + baseline, fontsize=10)
+    fig.tight_layout(rect=(0, 0.07 if seeds_h else 0, 1, 1))
     fig.savefig(path, dpi=120)
     plt.close(fig)
-    return True
+    return fig
 
 
 def slots_of(sw, variant):
@@ -904,55 +995,99 @@ def slots_of(sw, variant):
 
 
 def fig_s_sweep(sw, path, title):
-    """Fig. 3: final held-out loss per S and seed (lines per seed), Engram-style as dashed levels."""
+    """Fig. 3, the S sweep, three panels. (a) final held-out loss per S (and Engram-style): each seed's run as a
+    point, the mean ± sd over seeds as a black bar. (b) the paired view: per seed, final loss − the same seed's
+    S=4 run, one line per seed, zero line, mean of the differences in black. (c) seed 1 (the report's unstable
+    seed) over training: held-out loss − S=4. The report gives no number comparable with ours for this figure
+    (its stalls sit near 5.28 nats on its own corpus), so none is drawn. Returns the figure (None: no S)."""
     ss = sorted((slots_of(sw, v), v) for v in sw.variants if slots_of(sw, v) is not None)
     if not ss:
-        return False
+        return None
+    cats = [(f"S={S}", v) for S, v in ss] + ([("Engram-\nstyle", "engram")] if "engram" in sw.variants else [])
     seeds = sorted({r["seed"] for r in sw.done})
-    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(11, 4))
+    fin = {v: sw.final(v) for _, v in cats}
+    fig, (ax, axp, ax2) = plt.subplots(1, 3, figsize=(15, 4.4))
+    x = np.arange(len(cats))
+    jit = {s: 0.16 * (i - (len(seeds) - 1) / 2) / max(1, len(seeds) - 1) for i, s in enumerate(seeds)}  # ±0.08
     for i, s in enumerate(seeds):
-        xs = [S for S, v in ss if s in sw.final(v)]
-        ys = [sw.final(v)[s] for S, v in ss if s in sw.final(v)]
-        line, = ax.plot(xs, ys, "o-", label=f"seed {s}")
-        if "engram" in sw.variants and s in sw.final("engram"):
-            ax.axhline(sw.final("engram")[s], color=line.get_color(), ls="--", lw=0.8)
-    ax.set_xscale("log")
-    ax.set_xticks([S for S, _ in ss])
-    ax.set_xticklabels([str(S) for S, _ in ss])
-    ax.set_xlabel("S (slots per head)")
+        m, _ = SEED_STYLES[i % len(SEED_STYLES)]
+        pts = [(k, fin[v][s]) for k, (_, v) in enumerate(cats) if s in fin[v]]
+        if pts:
+            ax.plot([k + jit[s] for k, _ in pts], [y for _, y in pts], marker=m, ls="none", ms=5, alpha=0.7,
+                    label=f"seed {s}")
+    means = [np.mean(list(fin[v].values())) if fin[v] else np.nan for _, v in cats]
+    sds = [np.std(list(fin[v].values()), ddof=1) if len(fin[v]) > 1 else 0.0 for _, v in cats]
+    ax.errorbar(x, means, yerr=sds, fmt="_", color="k", ms=16, mew=2, capsize=5, elinewidth=1.5,
+                label="mean ± sd over seeds")
+    ax.set_xticks(x)
+    ax.set_xticklabels([c for c, _ in cats])
     ax.set_ylabel("final held-out loss (nats)")
-    ax.set_title("final loss per S (dashed: Engram-style)", fontsize=9)
+    ax.set_title("(a) final loss per S: seeds and mean ± sd", fontsize=9)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
-    # Right: curves on seed 1 (the report's unstable seed), difference to S=4.
-    seed = 1 if 1 in seeds else (seeds[0] if seeds else None)
+    # (b) paired: the same seed's S=4 run subtracted.
     ref = next((v for S, v in ss if S == 4), None)
+    if ref is not None:
+        diffs = {}
+        for i, s in enumerate(seeds):
+            if s not in fin[ref]:
+                continue
+            m, ls = SEED_STYLES[i % len(SEED_STYLES)]
+            pts = [(k, fin[v][s] - fin[ref][s]) for k, (_, v) in enumerate(cats) if s in fin[v]]
+            for k, d in pts:
+                diffs.setdefault(k, []).append(d)
+            axp.plot([k for k, _ in pts], [d for _, d in pts], marker=m, ls=ls, lw=1, ms=5, alpha=0.8,
+                     label=f"seed {s}")
+        ks = sorted(diffs)
+        axp.plot(ks, [np.mean(diffs[k]) for k in ks], marker="_", ms=16, mew=2.5, color="k", ls="none",
+                 label="mean difference")
+        axp.axhline(0, color="k", lw=0.8)
+        axp.set_xticks(x)
+        axp.set_xticklabels([c for c, _ in cats])
+        axp.set_ylabel("final loss − same seed's S=4 (nats)")
+        axp.set_title("(b) paired: difference to S=4 per seed (> 0: S=4 better)", fontsize=9)
+        axp.grid(alpha=0.3)
+        axp.legend(fontsize=7)
+    else:
+        axp.set_axis_off()
+        axp.set_title("(b) no S=4 variant: no paired view", fontsize=9)
+    # (c) curves on seed 1 (the report's unstable seed), difference to S=4.
+    seed = 1 if 1 in seeds else (seeds[0] if seeds else None)
     if seed is not None and ref is not None and seed in _curves(sw, ref):
         tb, lb = _curves(sw, ref)[seed]
-        for S, v in ss + [(None, "engram")]:
-            cur = _curves(sw, v) if v in sw.variants else {}
+        j = 0
+        for _, v in cats:
+            cur = _curves(sw, v)
             if seed in cur and v != ref:
                 t, l = cur[seed]
                 n = min(len(l), len(lb))
-                ax2.plot(t[:n] / 1e6, l[:n] - lb[:n], label=v)
+                m, ls = SEED_STYLES[j % len(SEED_STYLES)]
+                ax2.plot(t[:n] / 1e6, l[:n] - lb[:n], marker=m, ls=ls, ms=3, lw=1, label=v)
+                j += 1
         ax2.axhline(0, color="k", lw=0.8)
-        ax2.set_title(f"seed {seed}: held-out loss − PageGram S=4", fontsize=9)
-        ax2.set_xlabel("tokens (M)")
+        ax2.set_title(f"(c) seed {seed} over training: held-out loss − S=4", fontsize=9)
+        ax2.set_xlabel("training tokens (M)")
+        ax2.set_ylabel("held-out loss − same seed's S=4 (nats)")
         ax2.grid(alpha=0.3)
         ax2.legend(fontsize=7)
-    fig.suptitle(title, fontsize=10)
+    else:
+        ax2.set_axis_off()
+    fig.suptitle(title + f" ({len(seeds)} seeds). Report: no comparable number (its S ≥ 8 and Engram-style runs "
+                 "stall near 5.28 nats on seed 1, on its own corpus)", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
-    return True
+    return fig
 
 
 def fig_lr_grid(sw, path, title):
+    """Table 8: final held-out loss (mean over seeds) per table lr multiple, one line per variant (distinct
+    markers and line styles); the report's best multiple (70x for every table) as a dotted vertical line."""
     key = next((k for k in sw.manifest["grid"] if k.endswith("lr_mult")), None)
     if key is None:
-        return False
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for var in sw.variants:
+        return None
+    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    for i, var in enumerate(sw.variants):
         xs, ys = [], []
         for v in sw.manifest["grid"][key]:
             fin = sw.final(var, {key: v})
@@ -960,17 +1095,25 @@ def fig_lr_grid(sw, path, title):
                 xs.append(float(v))
                 ys.append(np.mean(list(fin.values())))
         if xs:
-            ax.plot(xs, ys, "o-", label=var)
+            m, ls = SEED_STYLES[i % len(SEED_STYLES)]
+            ax.plot(xs, ys, marker=m, ls=ls, label=var)
+    best = rnum("table8_lr_grid", "best_lr_mult")
+    ax.axvline(best, color="crimson", ls=":", lw=1.5,
+               label=f"report: {best:g}× best for every table ({REPORT_NUM['table8_lr_grid']['budget']})")
     ax.set_xscale("log")
+    ticks = sorted({float(v) for v in sw.manifest["grid"][key]} | {best})
+    ax.set_xticks(ticks)
+    ax.set_xticklabels([f"{t:g}×" for t in ticks])
+    ax.minorticks_off()
     ax.set_xlabel("table lr multiple (memory.lr_mult)")
     ax.set_ylabel("final held-out loss (nats)")
     ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3)
-    ax.legend()
+    ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
-    return True
+    return fig
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -1001,6 +1144,61 @@ def cache_label(cb):
     return f"{cb:g} B"
 
 
+LAYOUT_MARKERS = ["o", "^", "s", "D", "v", "P", "X", "*"]  # per layout label, in order of first appearance
+SIZE_STYLES = ["-", "--", ":", "-."]  # per table size, smallest first
+
+
+def layout_family(label):
+    """flat / engram / pagegram of a storage file's layout label (e.g. `pagegram(S=4)`), as REPORT_NUM keys it."""
+    return label.split("(")[0].strip()
+
+
+def layout_styles(labels):
+    """{label: (marker, colour)}: each layout label its own marker (so lines differ without colour) and colour."""
+    uniq = list(dict.fromkeys(labels))
+    return {lab: (LAYOUT_MARKERS[i % len(LAYOUT_MARKERS)], f"C{i % 10}") for i, lab in enumerate(uniq)}
+
+
+def fig_flash_reads(rows, caches, path, title):
+    """Fig. 1c / 4a: flash reads per token vs LRU cache size. rows: {(layout label, table params): [(cache bytes,
+    reads per token)]}. Marker (and colour) per layout, line style per table size, so every series differs without
+    colour; the report's numbers (REPORT_NUM["flashsim"]) as hollow crimson markers of the layout's shape. Returns
+    the figure."""
+    fig, ax = plt.subplots(figsize=(9, 4.8))
+    pos = {cb: k for k, cb in enumerate(caches)}
+    style = layout_styles([lab for lab, _ in sorted(rows)])
+    sizes = sorted({size for _, size in rows})
+    for (lab, size), pts in sorted(rows.items()):
+        pts = sorted(pts)
+        m, c = style[lab]
+        ax.plot([pos[p[0]] for p in pts], [p[1] for p in pts], marker=m, color=c,
+                ls=SIZE_STYLES[sizes.index(size) % len(SIZE_STYLES)], label=f"{lab}, {fmt_count(size)}")
+    fam_marker = {layout_family(lab): m for lab, (m, _) in style.items()}
+    ref = REPORT_NUM["flashsim"]
+    for key in ref:
+        if not isinstance(key, tuple):
+            continue
+        fam, size, cb = key
+        if cb not in pos:
+            continue  # our file has no such cache size: the number stays in the text only
+        st = dict(REPORT_STYLE, marker=fam_marker.get(fam, "D"), ms=11)
+        ax.plot([pos[cb]], [rnum("flashsim", key)], **st,
+                label=f"report: {fam}, {'every size' if size is None else fmt_count(size)}, {cache_label(cb)}: "
+                      f"{ref[key]}")
+    ax.set_xticks(range(len(caches)))
+    ax.set_xticklabels([cache_label(cb) for cb in caches])
+    ax.set_yscale("log")
+    ax.set_xlabel("LRU page cache")
+    ax.set_ylabel("flash reads per token")
+    ax.set_title(title, fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return fig
+
+
 def flashsim_section(path, out, prefix):
     """Fig. 1c / 4a: flash reads per token vs LRU cache size, one line per (layout, table size)."""
     with h5py.File(path, "r") as f:
@@ -1008,67 +1206,96 @@ def flashsim_section(path, out, prefix):
             return f"*{path}: no /flashsim group.*"
         labels, c, n = _columns(f["flashsim"])
         meta = storage_meta(f)
-    fig, ax = plt.subplots(figsize=(7, 4.5))
     rows = {}
     for i in range(n):
         rows.setdefault((labels[i], float(c["target_params"][i])), []).append(
             (float(c["cache_bytes"][i]), float(c["reads_per_token"][i])))
     caches = sorted({float(x) for x in c["cache_bytes"]})
-    pos = {cb: k for k, cb in enumerate(caches)}
-    for (lab, size), pts in sorted(rows.items()):
-        pts.sort()
-        ax.plot([pos[p[0]] for p in pts], [p[1] for p in pts], "o-", label=f"{lab}, {fmt_count(size)}")
-    ax.set_xticks(range(len(caches)))
-    ax.set_xticklabels([cache_label(cb) for cb in caches])
-    ax.set_yscale("log")
-    ax.set_xlabel("LRU page cache")
-    ax.set_ylabel("flash reads per token")
-    ax.set_title("Fig. 1c / 4a: reads per token vs cache size", fontsize=10)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
-    fig.tight_layout()
     name = f"{prefix}fig4a-reads-per-token.png"
-    fig.savefig(os.path.join(out, name), dpi=120)
-    plt.close(fig)
+    fig_flash_reads(rows, caches, os.path.join(out, name),
+                    "Fig. 1c / 4a: flash reads per token vs cache size\n(hollow crimson: the report, "
+                    f"{REPORT_NUM['flashsim']['budget']})")
     lines = ["| layout | table params | " + " | ".join(cache_label(cb) for cb in caches) + " |",
              "|---|---:|" + "---:|" * len(caches)]
     for (lab, size), pts in sorted(rows.items()):
         d = dict(pts)
         lines.append(f"| {lab} | {fmt_count(size)} | " + " | ".join(f"{d[cb]:.3f}" if cb in d else "·" for cb in caches)
                      + " |")
+    r = lambda k: REPORT_NUM["flashsim"][k]  # noqa: E731
     return ("### Flash reads per token (report Table 6, Fig. 1c / 4a)\n\n" + "\n".join(lines) +
-            "\n\nReport (4-bit tables of 3.2B, 10B, 20B params, 20M tokens): no cache 2 reads/token (PageGram, flat) "
-            "vs 16 (Engram-style); 20B with a 1 GiB cache: 0.99 (PageGram) vs 9.18 (Engram-style).\n\n" + meta +
-            f"\n\n![Fig. 4a]({name})\n")
+            f"\n\nReport ({REPORT_NUM['flashsim']['budget']}): no cache {r(('pagegram', None, 0))} reads/token "
+            f"(PageGram, flat) vs {r(('engram', None, 0))} (Engram-style); 20B with a 1 GiB cache: "
+            f"{r(('pagegram', 20e9, 2 ** 30))} (PageGram) vs {r(('engram', 20e9, 2 ** 30))} (Engram-style). In the "
+            "figure: hollow crimson markers of the layout's shape.\n\n" + meta + f"\n\n![Fig. 4a]({name})\n")
 
 
-def iobench_section(path, out, prefix):
-    """Fig. 4b: lookups per second vs reads in flight, one line per layout."""
+def iobench_setup(f, disk=None):
+    """(table size, disk) of an iobench file as the figure names them: the file's `table_params` attribute and
+    its `disk` (or `device`) attribute; `disk` (--iobench-disk) when the file records none; else 'unknown'."""
+    tp = f.attrs.get("table_params")
+    size = ("table size unknown" if tp is None else
+            f"table of {_s(tp) if isinstance(tp, (str, bytes)) else fmt_count(float(tp))} params")
+    rec = next((_s(f.attrs[k]) for k in ("disk", "device") if k in f.attrs), None)
+    where = (f"disk {rec}" if rec else f"disk {disk} (stated with --iobench-disk; not recorded in the file)" if disk
+             else "disk unknown (not recorded in the file)")
+    return size, where
+
+
+def fig_iobench(rows, path, title):
+    """Fig. 4b: (left) lookups per second vs reads in flight, (right) read latency p50 vs reads in flight, one
+    line per layout (own marker and line style); the report's numbers (REPORT_NUM["iobench"]) as hollow crimson
+    markers. rows: {layout label: [(depth, lookups/s, read p50 µs)]}. Returns the figure."""
+    fig, (ax, axl) = plt.subplots(1, 2, figsize=(11.5, 4.4))
+    style = layout_styles(list(rows))
+    for i, (lab, pts) in enumerate(rows.items()):
+        pts = sorted(pts)
+        m, c = style[lab]
+        ls = SIZE_STYLES[i % len(SIZE_STYLES)]
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=m, color=c, ls=ls, label=lab)
+        if any(math.isfinite(p[2]) for p in pts):
+            axl.plot([p[0] for p in pts], [p[2] for p in pts], marker=m, color=c, ls=ls, label=lab)
+    fam_marker = {layout_family(lab): m for lab, (m, _) in style.items()}
+    ref = REPORT_NUM["iobench"]
+    for key in ref:
+        if isinstance(key, tuple):
+            fam, depth = key
+            ax.plot([depth], [rnum("iobench", key)], **dict(REPORT_STYLE, marker=fam_marker.get(fam, "D"), ms=11),
+                    label=f"report ({ref['budget']}): {fam}, depth {depth}: {ref[key]}")
+    axl.plot([1], [rnum("iobench", "read_us_depth1")], **REPORT_STYLE,
+             label=f"report ({ref['budget']}): {ref['read_us_depth1']} µs per read at depth 1")
+    depths = sorted({p[0] for pts in rows.values() for p in pts} | {1, 64})
+    for a, yl in ((ax, "lookups per second"), (axl, "read latency p50 (µs)")):
+        a.set_xscale("log", base=2)
+        a.set_xticks(depths)
+        a.set_xticklabels([str(d) for d in depths])
+        a.set_yscale("log")
+        a.set_xlabel("reads in flight (O_DIRECT 4 KiB)")
+        a.set_ylabel(yl)
+        a.grid(alpha=0.3)
+        a.legend(fontsize=7)
+    ax.set_title("lookups/s (a lookup: every block of one token)", fontsize=9)
+    axl.set_title("read latency, median", fontsize=9)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return fig
+
+
+def iobench_section(path, out, prefix, disk=None):
+    """Fig. 4b: lookups per second vs reads in flight, one line per layout; the table size and the disk named."""
     with h5py.File(path, "r") as f:
         if "iobench" not in f:
             return f"*{path}: no /iobench group.*"
         labels, c, n = _columns(f["iobench"])
-        tp = f.attrs.get("table_params")
-        meta = storage_meta(f) + ("" if tp is None else f" *Table:* {_s(tp) if isinstance(tp, (str, bytes)) else fmt_count(float(tp))} params.")
+        size, where = iobench_setup(f, disk)
+        meta = storage_meta(f) + f" *Table and device:* {size}, {where}."
     rows = {}
     for i in range(n):
         rows.setdefault(labels[i], []).append((int(c["depth"][i]), float(c["lookups_per_second"][i]),
                                                float(c["read_p50_us"][i]) if "read_p50_us" in c else float("nan")))
-    fig, ax = plt.subplots(figsize=(6.5, 4.2))
-    for lab, pts in rows.items():
-        pts.sort()
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", label=lab)
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    ax.set_xlabel("reads in flight (O_DIRECT 4 KiB)")
-    ax.set_ylabel("lookups per second")
-    ax.set_title("Fig. 4b: lookups/s vs depth", fontsize=10)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
     name = f"{prefix}fig4b-lookups-per-second.png"
-    fig.savefig(os.path.join(out, name), dpi=120)
-    plt.close(fig)
+    fig_iobench(rows, os.path.join(out, name), f"Fig. 4b: direct-I/O table lookups; {size}, {where}")
     depths = sorted({p[0] for pts in rows.values() for p in pts})
     lines = ["| layout | " + " | ".join(f"depth {d}" for d in depths) + " | read p50 at depth 1 |",
              "|---|" + "---:|" * len(depths) + "---:|"]
@@ -1076,9 +1303,11 @@ def iobench_section(path, out, prefix):
         d = {p[0]: p for p in pts}
         p50 = f"{d[1][2]:.0f} µs" if 1 in d and math.isfinite(d[1][2]) else "—"
         lines.append(f"| {lab} | " + " | ".join(f"{d[x][1]:,.0f}" if x in d else "·" for x in depths) + f" | {p50} |")
-    return ("### Lookups per second (report Fig. 4b)\n\n" + "\n".join(lines) +
-            "\n\nReport (NVMe): 60 µs per read at depth 1; at 64 in flight Engram-style 17K lookups/s, PageGram "
-            "≈119K.\n\n" + meta + f"\n\n![Fig. 4b]({name})\n")
+    r = REPORT_NUM["iobench"]
+    return (f"### Lookups per second (report Fig. 4b; {size}, {where})\n\n" + "\n".join(lines) +
+            f"\n\nReport ({r['budget']}): {r['read_us_depth1']} µs per read at depth 1; at 64 in flight Engram-style "
+            f"{r[('engram', 64)]} lookups/s, PageGram ≈{r[('pagegram', 64)]}. In the figure: hollow crimson markers."
+            "\n\n" + meta + f"\n\n![Fig. 4b]({name})\n")
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -1102,7 +1331,7 @@ def sweep_section(sw, out, kind, stall=(STALL_WINDOW, STALL_DELTA)):
     variants = sw.variants
     if kind == "table8_lr_grid":
         parts += ["### Final held-out loss per table lr multiple (mean over the sweep's seeds)", "", lr_grid_table(sw), "", cap, ""]
-        if fig_lr_grid(sw, os.path.join(out, p + "lr-grid.png"), "Table LR grid: final held-out loss"):
+        if fig_lr_grid(sw, os.path.join(out, p + "lr-grid.png"), "Table LR grid: final held-out loss") is not None:
             parts += [f"![LR grid]({p}lr-grid.png)", ""]
         return "\n".join(parts)
 
@@ -1131,10 +1360,20 @@ def sweep_section(sw, out, kind, stall=(STALL_WINDOW, STALL_DELTA)):
         fig_loss_curves(sw, variants, os.path.join(out, p + "fig1a-loss.png"),
                         f"Fig. 1a ({sw.name}): held-out loss, mean over seeds (band: min–max)")
         figs.append(f"![Fig. 1a]({p}fig1a-loss.png)")
+        figs.append("Fig. 1a: no report number is drawn: the report's losses are on its own corpus and tokenizer, "
+                    "not comparable with ours (SPEC §8 compares differences).")
+    rdiff = report_diffs(kind, "flat")
+    rlabel = f"report ({REPORT_NUM[kind]['budget']})" if rdiff else "report"
     if "flat" in variants and fig_diff_to(sw, variants, "flat", os.path.join(out, p + "fig1b-diff-to-flat.png"),
-                                          f"Fig. 1b ({sw.name}): per-seed held-out loss − flat"):
+                                          f"Fig. 1b ({sw.name}): per-seed held-out loss − flat", rdiff,
+                                          rlabel) is not None:
         figs.append(f"![Fig. 1b]({p}fig1b-diff-to-flat.png)")
-    if kind == "table4_s_sweep" and fig_s_sweep(sw, os.path.join(out, p + "fig3-s-sweep.png"), "Fig. 3: the S sweep"):
+        figs.append("Fig. 1b: " + (f"hollow markers = the report's final difference to flat "
+                                   f"({REPORT_NUM[kind]['budget']}), drawn at "
+                                   "the end of our run; our final mean is the filled marker."
+                                   if rdiff else "the report gives no number for this sweep's differences to flat."))
+    if kind == "table4_s_sweep" and fig_s_sweep(sw, os.path.join(out, p + "fig3-s-sweep.png"),
+                                                "Fig. 3: the S sweep") is not None:
         figs.append(f"![Fig. 3]({p}fig3-s-sweep.png)")
     if figs:
         parts += ["### Figures", ""] + [f + "\n" for f in figs]
@@ -1144,12 +1383,16 @@ def sweep_section(sw, out, kind, stall=(STALL_WINDOW, STALL_DELTA)):
 # Table 2's question: does the memory gain shrink with 2x tokens, does Engram-style catch up? Contrasts measured at
 # both budgets on the seeds both sweeps finished; report values (SPEC §8) at 60M -> 120M tokens.
 BUDGET_CONTRASTS = [
-    ("none", "pagegram_s4", "memory gain of PageGram S=4 (none − PageGram)", "0.40 → 0.095"),
+    ("none", "pagegram_s4", "memory gain of PageGram S=4 (none − PageGram)",
+     f"{rtext(T1, ('none', 'pagegram_s4'))} → {rtext(T2, ('none', 'pagegram_s4'))}"),
     ("none", "flat", "memory gain of flat (none − flat)", "—"),
     ("none", "engram", "memory gain of Engram-style (none − Engram-style)", "—"),
-    ("engram", "flat", "Engram-style − flat (negative: Engram-style better)", "+0.074 → −0.034"),
-    ("pagegram_s4", "engram", "PageGram S=4 − Engram-style", "−0.142 → within ±0.010"),
-    ("pagegram_s4", "flat", "PageGram S=4 − flat", "−0.067 → −0.024"),
+    ("engram", "flat", "Engram-style − flat (negative: Engram-style better)",
+     f"{rtext(T1, ('engram', 'flat'))} → {rtext(T2, ('engram', 'flat'))}"),
+    ("pagegram_s4", "engram", "PageGram S=4 − Engram-style",
+     f"{rtext(T1, ('pagegram_s4', 'engram'))} → within {rtext(T2, ('pagegram_s4', 'engram'))}"),
+    ("pagegram_s4", "flat", "PageGram S=4 − flat",
+     f"{rtext(T1, ('pagegram_s4', 'flat'))} → {rtext(T2, ('pagegram_s4', 'flat'))}"),
 ]
 
 
@@ -1204,6 +1447,9 @@ def main():
                          "the memory gain and the layout differences at both budgets")
     ap.add_argument("--flashsim", action="append", default=[], help="`pagegram flashsim --out` HDF5 (Fig. 1c / 4a)")
     ap.add_argument("--iobench", action="append", default=[], help="`pagegram iobench --out` HDF5 (Fig. 4b)")
+    ap.add_argument("--iobench-disk", metavar="TEXT",
+                    help="the device the --iobench files were measured on, named in Fig. 4b when a file does not "
+                         "record it (without it: 'disk unknown')")
     ap.add_argument("--stall-window", type=int, default=STALL_WINDOW, help="stall detector: evaluations (RECORDS.md)")
     ap.add_argument("--stall-delta", type=float, default=STALL_DELTA, help="stall detector: nats (RECORDS.md)")
     ap.add_argument("--selftest", action="store_true", help="check the statistics against reference values")
@@ -1232,7 +1478,7 @@ def main():
         for i, f in enumerate(a.flashsim):
             doc.append(flashsim_section(f, a.out, f"{i}-" if multi else ""))
         for i, f in enumerate(a.iobench):
-            doc.append(iobench_section(f, a.out, f"{i}-" if multi else ""))
+            doc.append(iobench_section(f, a.out, f"{i}-" if multi else "", a.iobench_disk))
     with open(os.path.join(a.out, "README.md"), "w") as f:
         f.write("\n".join(doc).rstrip() + "\n")
     print(f"wrote {os.path.join(a.out, 'README.md')}")

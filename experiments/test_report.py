@@ -556,5 +556,250 @@ class Stalls(unittest.TestCase):
         self.assertIsNone(report.stall_from(self.STEPS, loss, flat_end[1:]))
 
 
+class ReportNumbers(unittest.TestCase):
+    def test_report_numbers_have_one_home(self):
+        """The figures' report values and the tables' report column come from REPORT_NUM."""
+        self.assertEqual(report.report_diffs("table1", "flat"), {"pagegram_s4": -0.067, "engram": 0.074})
+        self.assertEqual(report.report_diffs("regime_stage1", "flat"), report.report_diffs("table1", "flat"))
+        self.assertEqual(report.report_diffs("table2", "flat"), {"pagegram_s4": -0.024, "engram": -0.034})
+        self.assertEqual(report.report_diffs("table4_s_sweep", "flat"), {})
+        pairs = {(a, b): t for a, b, t in report.REPORT["table1"]["pairs"]}
+        self.assertTrue(pairs[("pagegram_s4", "flat")].startswith("−0.067 "))
+        self.assertTrue(pairs[("flat", "engram")].startswith("−0.074 "))  # the report's +0.074 the other way round
+        self.assertEqual(report.rnum("iobench", ("pagegram", 64)), 119000.0)
+        self.assertEqual(report.BUDGET_CONTRASTS[0][3], "0.40 → 0.095")
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Figures: synthetic inputs with known numbers; the axes' data is checked (the figure functions return the figure).
+
+
+def lines(ax):
+    """{label: Line2D} of an axes' labelled lines."""
+    return {ln.get_label(): ln for ln in ax.get_lines() if not ln.get_label().startswith("_")}
+
+
+def has_zero_line(ax):
+    return any(len(ln.get_ydata()) and np.all(np.asarray(ln.get_ydata(), float) == 0.0) and ln.get_linestyle() == "-"
+               and not ln.get_label().startswith("seed") for ln in ax.get_lines())
+
+
+def report_lines(ax):
+    return {k: v for k, v in lines(ax).items() if k.startswith("report")}
+
+
+S_VARIANTS = [("pagegram_s1", 1), ("pagegram_s4", 4), ("pagegram_s8", 8), ("pagegram_s15", 15), ("pagegram_s60", 60),
+              ("engram", 0)]
+
+
+def write_s_sweep(root, finals):
+    """Table 4's shape: PageGram S in {1, 4, 8, 15, 60} and Engram-style; finals {(variant, seed): loss}."""
+    os.makedirs(root, exist_ok=True)
+    runs = []
+    for (v, s), loss in finals.items():
+        d = f"{v}-s{s}-0000abcd"
+        runs.append(dict(name=f"{v}-s{s}", variant=v, seed=s, grid={}, dir=d, hash="0000abcd", overrides=[]))
+        os.makedirs(os.path.join(root, d))
+        cfg = json.loads(json.dumps(CONFIG))
+        cfg["memory"]["layout"] = v.split("_")[0]
+        cfg["memory"]["slots"] = dict(S_VARIANTS)[v] or 4
+        cfg["train"]["tokens"], cfg["train"]["seed"] = 2_500_000, s
+        write_log(os.path.join(root, d), cfg, loss)
+    with open(os.path.join(root, "sweep.json"), "w") as f:
+        json.dump(dict(format="pagegram-sweep", format_version=1, name="table4_s_sweep", description="",
+                       spec="t4.yaml", base="base.yaml", seeds=sorted({s for _, s in finals}),
+                       variants=[v for v, _ in S_VARIANTS], grid={}, runs=runs), f)
+    return os.path.join(root, "sweep.json")
+
+
+def write_flashsim(path, layouts, sizes, caches, reads):
+    """A `pagegram flashsim --out` file: one row per (layout, size, cache); reads(layout, size, cache)."""
+    rows = [(lab, sz, cb) for lab in layouts for sz in sizes for cb in caches]
+    with h5py.File(path, "w") as f:
+        f.attrs["revision"], f.attrs["command"], f.attrs["stream"] = "test", "flashsim --test", "synthetic"
+        g = f.create_group("flashsim")
+        g.attrs["layouts"] = ",".join(r[0] for r in rows)
+        g["target_params"] = np.array([r[1] for r in rows], dtype=float)
+        g["cache_bytes"] = np.array([r[2] for r in rows], dtype=np.int64)
+        g["reads_per_token"] = np.array([reads(*r) for r in rows], dtype=float)
+
+
+def write_iobench(path, attrs):
+    """A `pagegram iobench --out` file: flat / engram / pagegram(S=4) at depths 1, 4, 16, 64."""
+    rows = [(lab, d) for lab in ("flat", "engram", "pagegram(S=4)") for d in (1, 4, 16, 64)]
+    with h5py.File(path, "w") as f:
+        f.attrs["revision"], f.attrs["command"], f.attrs["stream"] = "test", "iobench --test", "synthetic"
+        for k, v in attrs.items():
+            f.attrs[k] = v
+        g = f.create_group("iobench")
+        g.attrs["layouts"] = ",".join(r[0] for r in rows)
+        g["depth"] = np.array([r[1] for r in rows], dtype=np.int64)
+        g["lookups_per_second"] = np.array([(500.0 if lab == "engram" else 4000.0) * d ** 0.5 for lab, d in rows])
+        g["read_p50_us"] = np.array([80.0 + 10 * d for _, d in rows])
+
+
+class Figures(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.d = self.tmp.name
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def test_fig1b_own_axes_zero_line_and_report_markers(self):
+        finals = {}
+        for s in range(3):
+            for v, off in (("none", 0.7), ("flat", 0.0), ("engram", -0.02 - 0.01 * s),
+                           ("pagegram_s4", -0.05 + 0.01 * s)):
+                finals[(v, s)] = 3.5 + 0.01 * s + off
+        sw = report.Sweep(write_sweep(os.path.join(self.d, "t1"), "table1", 2_500_000, finals))
+        png = os.path.join(self.d, "fig1b.png")
+        fig = report.fig_diff_to(sw, sw.variants, "flat", png, "Fig. 1b", report.report_diffs("table1", "flat"),
+                                 "report (60M tokens)")
+        self.assertTrue(os.path.getsize(png) > 0)
+        axes = {ax.get_title().split(" (")[0]: ax for ax in fig.axes}
+        self.assertEqual(sorted(axes), ["engram − flat", "none − flat", "pagegram_s4 − flat"])
+        for v, want in (("pagegram_s4", -0.067), ("engram", 0.074)):
+            ax = axes[f"{v} − flat"]
+            self.assertTrue(has_zero_line(ax), v)
+            (label, ln), = report_lines(ax).items()
+            self.assertEqual(list(ln.get_ydata()), [want])
+            self.assertEqual(ln.get_marker(), "D")
+            self.assertEqual(ln.get_markerfacecolor(), "none")  # hollow
+            ours = next(l for k, l in lines(ax).items() if k.startswith("ours"))
+            want_ours = np.mean([finals[(v, s)] - finals[("flat", s)] for s in range(3)])
+            self.assertAlmostEqual(ours.get_ydata()[0], want_ours)
+            self.assertEqual(ln.get_xdata()[0], ours.get_xdata()[0])  # the report's final at the end of our run
+            lo, hi = ax.get_ylim()
+            self.assertTrue(lo < min(want, 0) and hi > max(want, 0) and hi - lo < 0.5)  # a difference scale
+        self.assertEqual(report_lines(axes["none − flat"]), {})  # the report gives no number for none − flat
+        # the same figure from the command line, with its caption
+        subprocess.run([sys.executable, REPORT, os.path.join(self.d, "t1", "sweep.json"), "--out",
+                        os.path.join(self.d, "o")], check=True, capture_output=True)
+        with open(os.path.join(self.d, "o", "README.md")) as f:
+            md = f.read()
+        self.assertIn("![Fig. 1b](table1-fig1b-diff-to-flat.png)", md)
+        self.assertIn("hollow markers = the report's final difference to flat (60M tokens, 5 seeds)", md)
+
+    def test_fig3_means_spread_and_paired_view(self):
+        rng = np.random.default_rng(5)
+        finals = {(v, s): 3.5 + 0.003 * S + 0.02 * s + 0.005 * rng.standard_normal() for v, S in S_VARIANTS
+                  for s in range(3)}
+        del finals[("pagegram_s60", 2)]  # one run missing: seed 2 has no S=60 point
+        sw = report.Sweep(write_s_sweep(os.path.join(self.d, "t4"), finals))
+        png = os.path.join(self.d, "fig3.png")
+        fig = report.fig_s_sweep(sw, png, "Fig. 3")
+        self.assertTrue(os.path.getsize(png) > 0)
+        ax, axp, ax2 = fig.axes[:3]
+        cats = ["pagegram_s1", "pagegram_s4", "pagegram_s8", "pagegram_s15", "pagegram_s60", "engram"]
+        self.assertEqual([t.get_text() for t in ax.get_xticklabels()],
+                         ["S=1", "S=4", "S=8", "S=15", "S=60", "Engram-\nstyle"])
+        # (a) mean and sd per category (errorbar), each seed's points
+        eb = ax.containers[0]
+        vals = [[finals[(v, s)] for s in range(3) if (v, s) in finals] for v in cats]
+        np.testing.assert_allclose(np.asarray(eb.lines[0].get_ydata(), float), [np.mean(x) for x in vals])
+        segs = eb.lines[2][0].get_segments()
+        np.testing.assert_allclose([seg[1][1] - seg[0][1] for seg in segs], [2 * np.std(x, ddof=1) for x in vals])
+        np.testing.assert_allclose(lines(ax)["seed 2"].get_ydata(), [finals[(v, 2)] for v in cats if (v, 2) in finals])
+        # (b) per-seed differences to the same seed's S=4, lines per seed, zero line, mean
+        self.assertTrue(has_zero_line(axp))
+        for s in range(3):
+            want = [finals[(v, s)] - finals[("pagegram_s4", s)] for v in cats if (v, s) in finals]
+            np.testing.assert_allclose(lines(axp)[f"seed {s}"].get_ydata(), want)
+            self.assertNotEqual(lines(axp)[f"seed {s}"].get_linestyle(), "None")
+        self.assertEqual(len({(lines(axp)[f"seed {s}"].get_marker(), lines(axp)[f"seed {s}"].get_linestyle())
+                              for s in range(3)}), 3)
+        mean = lines(axp)["mean difference"].get_ydata()
+        self.assertAlmostEqual(mean[4], np.mean([finals[("pagegram_s60", s)] - finals[("pagegram_s4", s)]
+                                                 for s in range(2)]))
+        self.assertEqual(mean[1], 0.0)
+        self.assertTrue(has_zero_line(ax2))
+
+    def test_fig4a_without_colour_and_report_markers(self):
+        path = os.path.join(self.d, "fs.h5")
+        sizes, caches = (3.2e9, 20e9), (0, 2 ** 28, 2 ** 30)
+        write_flashsim(path, ["flat", "engram", "pagegram(S=4)"], sizes, caches,
+                       lambda lab, sz, cb: (16.0 if lab == "engram" else 2.0) / (1 + cb / 2 ** 28 * 3.2e9 / sz))
+        out = os.path.join(self.d, "o")
+        os.makedirs(out)
+        md = report.flashsim_section(path, out, "")
+        self.assertTrue(os.path.exists(os.path.join(out, "fig4a-reads-per-token.png")))
+        self.assertIn("no cache 2 reads/token (PageGram, flat) vs 16 (Engram-style); 20B with a 1 GiB cache: 0.99", md)
+        rows = {}
+        with h5py.File(path) as f:
+            labels, c, n = report._columns(f["flashsim"])
+        for i in range(n):
+            rows.setdefault((labels[i], float(c["target_params"][i])), []).append(
+                (float(c["cache_bytes"][i]), float(c["reads_per_token"][i])))
+        fig = report.fig_flash_reads(rows, sorted(map(float, caches)), os.path.join(self.d, "f.png"), "4a")
+        ax = fig.axes[0]
+        ours = {k: v for k, v in lines(ax).items() if not k.startswith("report")}
+        self.assertEqual(len(ours), 6)
+        styles = {(ln.get_marker(), ln.get_linestyle()) for ln in ours.values()}
+        self.assertEqual(len(styles), 6)  # every series differs in marker or line style, not only in colour
+        self.assertEqual(len({ln.get_marker() for ln in ours.values()}), 3)  # one marker per layout
+        self.assertEqual(len({ln.get_linestyle() for ln in ours.values()}), 2)  # one line style per size
+        rep = report_lines(ax)
+        by = {k.split(": ", 1)[1].rsplit(":", 1)[0]:
+              ([float(x) for x in v.get_xdata()], [float(y) for y in v.get_ydata()], v) for k, v in rep.items()}
+        self.assertEqual(by["engram, 20.0B, 1 GiB"][:2], ([2.0], [9.18]))  # x: the 1 GiB tick
+        self.assertEqual(by["pagegram, 20.0B, 1 GiB"][:2], ([2.0], [0.99]))
+        self.assertEqual(by["engram, every size, no cache"][:2], ([0.0], [16.0]))
+        self.assertEqual(by["flat, every size, no cache"][:2], ([0.0], [2.0]))
+        self.assertEqual(by["engram, 20.0B, 1 GiB"][2].get_marker(), ours["engram, 20.0B"].get_marker())
+        self.assertEqual(by["engram, 20.0B, 1 GiB"][2].get_markerfacecolor(), "none")
+
+    def test_fig4b_names_table_size_and_disk(self):
+        seen = []
+        orig = report.fig_iobench
+
+        def spy(rows, path, title):
+            fig = orig(rows, path, title)
+            seen.append((title, fig))
+            return fig
+        out = os.path.join(self.d, "o")
+        os.makedirs(out)
+        report.fig_iobench = spy
+        try:
+            for attrs, disk, want in (({"table_params": "2B"}, None, "table of 2B params, disk unknown (not recorded "
+                                                                      "in the file)"),
+                                      ({}, None, "table size unknown, disk unknown"),
+                                      ({"table_params": 2e9}, "virtio vda", "table of 2.0B params, disk virtio vda "
+                                                                            "(stated with --iobench-disk"),
+                                      ({"table_params": "2B", "disk": "nvme0n1"}, "ignored",
+                                       "2B params, disk nvme0n1")):
+                path = os.path.join(self.d, "io.h5")
+                write_iobench(path, attrs)
+                md = report.iobench_section(path, out, "", disk)
+                self.assertIn(want, seen[-1][0])
+                self.assertIn(want, md)
+                self.assertTrue(os.path.exists(os.path.join(out, "fig4b-lookups-per-second.png")))
+        finally:
+            report.fig_iobench = orig
+        ax, axl = seen[-1][1].axes[:2]
+        rep = report_lines(ax)
+        got = sorted((list(v.get_xdata()), list(v.get_ydata())) for v in rep.values())
+        self.assertEqual(got, [([64], [17000.0]), ([64], [119000.0])])
+        (lat,) = report_lines(axl).values()
+        self.assertEqual((list(lat.get_xdata()), list(lat.get_ydata())), ([1], [60.0]))
+        ours = [v for k, v in lines(ax).items() if not k.startswith("report")]
+        self.assertEqual(len({(ln.get_marker(), ln.get_linestyle()) for ln in ours}), 3)
+        # from the command line: --iobench-disk reaches the figure and the text
+        r = subprocess.run([sys.executable, REPORT, "--iobench", path, "--iobench-disk", "test disk", "--out", out],
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(os.path.join(out, "README.md")) as f:
+            self.assertIn("disk nvme0n1", f.read())  # the file's own record wins
+
+    def test_lr_grid_report_best(self):
+        finals = {("flat", "10"): 3.9, ("flat", "70"): 3.7, ("flat", "200"): 3.8, ("pagegram_s4", "10"): 3.6}
+        sw = report.Sweep(write_grid_sweep(os.path.join(self.d, "t8"), finals))
+        fig = report.fig_lr_grid(sw, os.path.join(self.d, "lr.png"), "lr")
+        (ln,) = report_lines(fig.axes[0]).values()
+        self.assertEqual(list(ln.get_xdata()), [70.0, 70.0])
+        ours = [v for k, v in lines(fig.axes[0]).items() if not k.startswith("report")]
+        self.assertEqual(len({(l.get_marker(), l.get_linestyle()) for l in ours}), 2)
+
+
 if __name__ == "__main__":
     unittest.main()
