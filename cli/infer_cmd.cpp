@@ -7,6 +7,7 @@
 #include "cli/commands.h"
 #include "core/error.h"
 #include "core/kernels.h"
+#include "core/sysinfo.h"
 #include "core/text.h"
 #include "core/threads.h"
 #include "core/timer.h"
@@ -136,8 +137,9 @@ void register_infer_commands(CLI::App& app) {
       setup_threads(static_cast<int>(threads));
       if (!synthetic.empty()) g.synthetic_params = parse_count(synthetic, "--synthetic-params");
       const GenBenchResult r = run_generate_bench(g);
-      std::printf("bench generate: %d threads, kernels %s on %s\n%s", r.threads, kern::active_name(),
-                  isa::cpu_description().c_str(), format_generate_bench(r).c_str());
+      std::printf("bench generate: %d threads, kernels %s on %s; table files in %s on %s\n%s", r.threads,
+                  kern::active_name(), isa::cpu_description().c_str(), g.table_dir.c_str(),
+                  describe_disk(g.table_dir).c_str(), format_generate_bench(r).c_str());
     });
   }
 }

@@ -9,6 +9,7 @@
 
 #include "cli/commands.h"
 #include "core/build_info.h"
+#include "core/sysinfo.h"
 #include "core/threads.h"
 #include "core/timer.h"
 #include "data/pipeline.h"
@@ -287,12 +288,14 @@ void register_iobench(CLI::App& app) {
     const std::string& d = ic.dir;
     const std::vector<std::string>& created = suite.created;
     const std::vector<IoBenchResult>& results = suite.results;
-    std::printf("table files of %s params (%s)%s\n", format_count(params).c_str(), d.c_str(),
+    const std::string disk = describe_disk(d);
+    std::printf("table files of %s params (%s on %s)%s\n", format_count(params).c_str(), d.c_str(), disk.c_str(),
                 keep ? ", kept" : created.empty() ? ", reused" : ", removed");
     std::printf("%s", format_iobench_table(results).c_str());
     if (!out.empty()) {
       auto attrs = run_attrs(cmdline(), &l);
       attrs.push_back({"table_params", format_count(params)});
+      attrs.push_back({"disk", disk});
       write_iobench_h5(out, results, attrs);
       std::printf("wrote %s\n", out.c_str());
     }

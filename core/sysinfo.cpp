@@ -1,7 +1,12 @@
 #include "core/sysinfo.h"
 
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+
+#include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 namespace pg {
 
@@ -11,6 +16,64 @@ int64_t available_memory_bytes() {
   while (std::getline(f, line))
     if (line.rfind("MemAvailable:", 0) == 0) return std::stoll(line.substr(13)) * 1024;
   return 0;
+}
+
+namespace {
+std::string str_dev(dev_t d) { return "/sys/dev/block/" + std::to_string(major(d)) + ":" + std::to_string(minor(d)); }
+std::string first_line(const std::filesystem::path& p) {
+  std::ifstream f(p);
+  std::string line;
+  std::getline(f, line);
+  while (!line.empty() && (line.back() == ' ' || line.back() == '\n' || line.back() == '\r')) line.pop_back();
+  return line;
+}
+}  // namespace
+
+std::string describe_disk(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path real = fs::weakly_canonical(path, ec);
+  // The file system: the longest mount point that holds the path.
+  std::string fstype, source;
+  size_t best = 0;
+  std::ifstream mounts("/proc/self/mounts");
+  for (std::string dev, mnt, type, rest; mounts >> dev >> mnt >> type && std::getline(mounts, rest);) {
+    const std::string r = real.string();
+    const bool under = r == mnt || (r.rfind(mnt, 0) == 0 && (mnt == "/" || r[mnt.size()] == '/'));
+    if (under && mnt.size() >= best) {
+      best = mnt.size();
+      fstype = type;
+      source = dev;
+    }
+  }
+  struct stat st {};
+  std::vector<std::string> parts;
+  std::string name;
+  fs::path at = real;  // a file not written yet: the folder that will hold it
+  while (::stat(at.string().c_str(), &st) != 0 && at.has_parent_path() && at.parent_path() != at) at = at.parent_path();
+  if (::stat(at.string().c_str(), &st) == 0 && major(st.st_dev) != 0) {
+    fs::path sys = fs::canonical(str_dev(st.st_dev), ec);
+    if (!ec) {
+      if (fs::exists(sys / "partition")) sys = sys.parent_path();  // vda1 -> vda
+      name = sys.filename().string();
+      const std::string model = first_line(sys / "device" / "model");
+      if (!model.empty()) parts.push_back(model);
+      const fs::path drv = fs::read_symlink(sys / "device" / "driver", ec);
+      if (!ec) parts.push_back(drv.filename().string());
+      else if (fs::exists(sys / "device" / "device" / "driver")) {  // nvme: the controller's driver
+        const fs::path d2 = fs::read_symlink(sys / "device" / "device" / "driver", ec);
+        if (!ec) parts.push_back(d2.filename().string());
+      }
+      ec.clear();
+      if (!fstype.empty()) parts.push_back(fstype);
+      const std::string rot = first_line(sys / "queue" / "rotational");
+      if (!rot.empty()) parts.push_back("rotational " + rot);
+    }
+  }
+  if (name.empty()) return fstype.empty() ? std::string("unknown") : fstype + (source.empty() ? "" : " (" + source + ")");
+  std::string out = "/dev/" + name;
+  for (size_t i = 0; i < parts.size(); ++i) out += (i ? ", " : " (") + parts[i];
+  return parts.empty() ? out : out + ")";
 }
 
 }  // namespace pg
