@@ -113,20 +113,32 @@ PeakResult measure_peak(int reps) {
     { flops += k.fma_probe(20'000'000); }
     r.fma_gflops = std::max(r.fma_gflops, flops / t.seconds() / 1e9);
   }
-  const int64_t M = 1024, K = 192, N = 768;
-  for (int rep = 0; rep < reps; ++rep) {
-    double flops = 0;
-    Timer t;
+  if (native_bf16())
+    for (int rep = 0; rep < reps; ++rep) {
+      double flops = 0;
+      Timer t;
 #pragma omp parallel reduction(+ : flops)
-    {
-      std::vector<float> a(M * K, 0.5f), b(K * N, 0.25f), c(M * N);
-      gemm::gemm(M, N, K, gemm::View{a.data(), K, 1}, gemm::View{b.data(), N, 1}, c.data(), N, false);
-      for (int i = 0; i < 8; ++i) {
-        gemm::gemm(M, N, K, gemm::View{a.data(), K, 1}, gemm::View{b.data(), N, 1}, c.data(), N, false);
-        flops += 2.0 * M * N * K;
-      }
+      { flops += bf16_dot_probe(20'000'000); }
+      r.bf16_gflops = std::max(r.bf16_gflops, flops / t.seconds() / 1e9);
     }
-    r.gemm_gflops = std::max(r.gemm_gflops, flops / t.seconds() / 1e9);
+  const int64_t M = 1024, K = 192, N = 768;
+  for (const gemm::Precision prec : {gemm::Precision::fp32, gemm::Precision::bf16}) {
+    const gemm::PrecisionScope scope(prec);
+    double& best = prec == gemm::Precision::fp32 ? r.gemm_gflops : r.bf16_gemm_gflops;
+    for (int rep = 0; rep < reps; ++rep) {
+      double flops = 0;
+      Timer t;
+#pragma omp parallel reduction(+ : flops)
+      {
+        std::vector<float> a(M * K, 0.5f), b(K * N, 0.25f), c(M * N);
+        gemm::gemm(M, N, K, gemm::View{a.data(), K, 1}, gemm::View{b.data(), N, 1}, c.data(), N, false);
+        for (int i = 0; i < 8; ++i) {
+          gemm::gemm(M, N, K, gemm::View{a.data(), K, 1}, gemm::View{b.data(), N, 1}, c.data(), N, false);
+          flops += 2.0 * M * N * K;
+        }
+      }
+      best = std::max(best, flops / t.seconds() / 1e9);
+    }
   }
   return r;
 }

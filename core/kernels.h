@@ -65,6 +65,9 @@ struct Kernels {
 
 // The VDPBF16PS micro-kernels (core/kernels_avx512bf16.cpp); nullptr when the CPU lacks AVX512_BF16.
 const Bf16Micro* native_bf16();
+// Peak probe of VDPBF16PS: `iters` rounds of independent chains on one thread; returns the FLOPs done (2 per bf16
+// product). Only call when native_bf16() is not null.
+double bf16_dot_probe(int64_t iters);
 
 const Kernels& avx2_kernels();
 const Kernels& avx512_kernels();  // only call when isa::cpu_supports(Isa::avx512)
@@ -105,6 +108,8 @@ namespace pg::kern {
 struct PeakResult {
   double fma_gflops = 0;    // independent FMA chains on every thread (the machine's fp32 FMA peak)
   double gemm_gflops = 0;   // core/gemm on a training-sized product (M 1,024 per thread, K 192, N 768)
+  double bf16_gflops = 0;   // VDPBF16PS chains on every thread (0 without AVX512_BF16)
+  double bf16_gemm_gflops = 0;  // the same product in bf16 (gemm::Precision::bf16: VDPBF16PS or the emulation)
   int threads = 0;
 };
 // Measures both on the current OpenMP threads (call setup_threads first), best of `reps` repetitions.

@@ -86,6 +86,40 @@ constexpr Bf16Micro kNative = make_native(std::make_integer_sequence<int, kMr>{}
 }  // namespace pg::kern::avx512bf16_impl
 
 namespace pg::kern {
+double bf16_dot_probe(int64_t iters) {
+  // 16 independent VDPBF16PS chains in registers (more than latency x throughput of current cores), 32 bf16
+  // products (64 FLOPs) each.
+  const __m512bh a = (__m512bh)_mm512_set1_epi32(0x3f803f80), b = (__m512bh)_mm512_set1_epi32(0x3c003c00);  // 1, 2^-7
+  __m512 c0 = _mm512_setzero_ps(), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0, c6 = c0, c7 = c0, c8 = c0, c9 = c0,
+         c10 = c0, c11 = c0, c12 = c0, c13 = c0, c14 = c0, c15 = c0;
+  for (int64_t i = 0; i < iters; ++i) {
+    c0 = _mm512_dpbf16_ps(c0, a, b);
+    c1 = _mm512_dpbf16_ps(c1, a, b);
+    c2 = _mm512_dpbf16_ps(c2, a, b);
+    c3 = _mm512_dpbf16_ps(c3, a, b);
+    c4 = _mm512_dpbf16_ps(c4, a, b);
+    c5 = _mm512_dpbf16_ps(c5, a, b);
+    c6 = _mm512_dpbf16_ps(c6, a, b);
+    c7 = _mm512_dpbf16_ps(c7, a, b);
+    c8 = _mm512_dpbf16_ps(c8, a, b);
+    c9 = _mm512_dpbf16_ps(c9, a, b);
+    c10 = _mm512_dpbf16_ps(c10, a, b);
+    c11 = _mm512_dpbf16_ps(c11, a, b);
+    c12 = _mm512_dpbf16_ps(c12, a, b);
+    c13 = _mm512_dpbf16_ps(c13, a, b);
+    c14 = _mm512_dpbf16_ps(c14, a, b);
+    c15 = _mm512_dpbf16_ps(c15, a, b);
+  }
+  const __m512 s = _mm512_add_ps(
+      _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(c0, c1), _mm512_add_ps(c2, c3)),
+                    _mm512_add_ps(_mm512_add_ps(c4, c5), _mm512_add_ps(c6, c7))),
+      _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(c8, c9), _mm512_add_ps(c10, c11)),
+                    _mm512_add_ps(_mm512_add_ps(c12, c13), _mm512_add_ps(c14, c15))));
+  volatile float sink = _mm512_reduce_add_ps(s);
+  (void)sink;
+  return 64.0 * 16.0 * static_cast<double>(iters);
+}
+
 const Bf16Micro* native_bf16() {
   static const bool has = isa::cpu_supports(isa::Isa::avx512) && isa::cpu_has_avx512bf16();
   return has ? &avx512bf16_impl::kNative : nullptr;

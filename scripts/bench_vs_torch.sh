@@ -3,9 +3,12 @@
 # (../shared/bench/torch_reference_bench.py, "best tuning" of PERFORMANCE.md: OpenBLAS AVX-512 kernels,
 # pinned threads (one per logical CPU), jemalloc) on shapes A and B, in one run, 2 threads each, one after the other.
 # Usage: scripts/bench_vs_torch.sh [--steps N] [--shapes A,B] [--memory none,flat,engram,pagegram_s4] [--torch-env tuned|plain]
-#                                  [--isa auto|avx2,avx512]
+#                                  [--isa auto|avx2,avx512] [--precision fp32,bf16]
 # --isa runs ours once per kernel set (PAGEGRAM_ISA); every row names the set and its share of the FMA peak
 # measured by `pagegram bench peak` in the same run.
+# --precision runs ours once per train.precision (bf16: BF16 GEMM operands, fp32 accumulation, as PyTorch's autocast;
+# the PyTorch reference runs fp32); a bf16 row's share is of the bf16 peak (`bench peak`: VDPBF16PS chains, or half the
+# FMA peak where bf16 is emulated).
 # --memory names the variant presets configs/a/<v>.yaml and configs/b/<v>.yaml (tables sized to the shape: 200M at A,
 # 10M at B); the overhead column is relative to the first variant of the list.
 # --torch-env plain runs PyTorch without the pinning/jemalloc/OpenBLAS-kernel settings (default: tuned = OpenBLAS's
@@ -21,6 +24,7 @@ shapes=A,B
 memories=none
 torch_env=tuned
 isas=auto
+precisions=fp32
 while [ $# -gt 0 ]; do
   case "$1" in
     --steps) steps="$2"; shift 2 ;;
@@ -28,6 +32,7 @@ while [ $# -gt 0 ]; do
     --memory) memories="$2"; shift 2 ;;
     --torch-env) torch_env="$2"; shift 2 ;;
     --isa) isas="$2"; shift 2 ;;
+    --precision) precisions="$2"; shift 2 ;;
     *) echo "bench_vs_torch: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -81,14 +86,18 @@ PY
 rss_of() { awk '/Maximum resident set size/ {printf "%.0f", $6/1024}' "$1"; }
 
 IFS=, read -ra isa_list <<< "$isas"
+IFS=, read -ra prec_list <<< "$precisions"
 declare -A peak
 for isa in "${isa_list[@]}"; do
-  peak[$isa]=$(PAGEGRAM_ISA=$isa $P bench peak | sed -n 's/^fma peak \([0-9.]*\) .*/\1/p')
-  echo "$(PAGEGRAM_ISA=$isa $P bench peak | tr '\n' ' ')"
+  out=$(PAGEGRAM_ISA=$isa $P bench peak)
+  peak[$isa,fp32]=$(sed -n 's/^fma peak \([0-9.]*\) .*/\1/p' <<< "$out")
+  bf=$(sed -n 's/^bf16 peak \([0-9.]*\) .*/\1/p' <<< "$out")
+  peak[$isa,bf16]=${bf:-$(awk -v a="${peak[$isa,fp32]}" 'BEGIN { printf "%.1f", a / 2 }')}
+  echo "$(tr '\n' ' ' <<< "$out")"
 done
 echo
-echo "| shape | memory | kernels | ours tok/s | vs ${memories%%,*} | ours GFLOP/s | share of FMA peak | ours peak RSS MiB | PyTorch tok/s | PyTorch GFLOP/s | PyTorch peak RSS MiB | ratio |"
-echo "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+echo "| shape | memory | precision | kernels | ours tok/s | vs ${memories%%,*} | ours GFLOP/s | share of peak | ours peak RSS MiB | PyTorch tok/s (fp32) | PyTorch GFLOP/s | PyTorch peak RSS MiB | ratio |"
+echo "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 IFS=, read -ra shape_list <<< "$shapes"
 IFS=, read -ra mem_list <<< "$memories"
 for shape in "${shape_list[@]}"; do
@@ -114,23 +123,25 @@ for shape in "${shape_list[@]}"; do
   t_gf=$(sed -n 's/.*implied \([0-9.]*\) GFLOP.*/\1/p' "$tlog")
   t_rss=$(rss_of "$ttime")
   for isa in "${isa_list[@]}"; do
+  for prec in "${prec_list[@]}"; do
   first=""
   for mem in "${mem_list[@]}"; do
     cfg="$dir/$mem.yaml"
     [ -f "$cfg" ] || { echo "bench_vs_torch: no preset $cfg (hint: --memory takes names of configs/a, configs/b)" >&2; exit 2; }
     olog=$(mktemp); otime=$(mktemp)
     PAGEGRAM_ISA=$isa /usr/bin/time -v -o "$otime" $P bench train --config "$cfg" --synthetic --steps "$steps" --warmup 2 \
-      "${sets[@]}" > "$olog" 2>&1 || { cat "$olog" >&2; exit 1; }
+      "${sets[@]}" --set train.precision="$prec" > "$olog" 2>&1 || { cat "$olog" >&2; exit 1; }
     o_toks=$(sed -n 's/^tok\/s \([0-9]*\) .*/\1/p' "$olog")
     o_gf=$(sed -n 's/.*GFLOP\/s \([0-9.]*\) .*/\1/p' "$olog")
-    o_isa=$(sed -n 's/^kernels \([a-z0-9_]*\) .*/\1/p' "$olog")
-    share=$(awk -v a="$o_gf" -v b="${peak[$isa]}" 'BEGIN { if (b > 0) printf "%.0f%%", 100 * a / b; else print "?" }')
+    o_isa=$(sed -n 's/^kernels \([^ ]*\) .*/\1/p' "$olog")
+    share=$(awk -v a="$o_gf" -v b="${peak[$isa,$prec]}" 'BEGIN { if (b > 0) printf "%.0f%%", 100 * a / b; else print "?" }')
     o_rss=$(rss_of "$otime")
     ratio=$(awk -v a="$o_toks" -v b="$t_toks" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "?" }')
     [ -n "$first" ] || first="$o_toks"
     rel=$(awk -v a="$o_toks" -v b="$first" 'BEGIN { printf "%+.1f%%", 100 * (a / b - 1) }')
-    echo "| $shape | $mem | $o_isa | $o_toks | $rel | $o_gf | $share | $o_rss | $t_toks | $t_gf | $t_rss | $ratio |"
+    echo "| $shape | $mem | $prec | $o_isa | $o_toks | $rel | $o_gf | $share | $o_rss | $t_toks | $t_gf | $t_rss | $ratio |"
     rm -f "$olog" "$otime"
+  done
   done
   done
   rm -f "$tlog" "$ttime"
