@@ -248,17 +248,22 @@ SweepSpec load_sweep(const std::string& path) {
 // -----------------------------------------------------------------------------------------------------------
 // Expansion.
 
+YAML::Node portable_yaml(const ExperimentConfig& cfg) {
+  YAML::Node n = cfg::to_yaml(cfg);
+  // Keys added after runs were recorded are left out at their default value, so those runs keep their hashes
+  // (a non-default value changes the results, and the hash) and an older build can run the config.
+  if (cfg.train.precision == TrainConfig{}.precision) n["train"].remove("precision");
+  return n;
+}
+
 std::string config_hash(const ExperimentConfig& cfg) {
   ExperimentConfig c = cfg;
   c.train.out_dir = "";
   c.train.threads = 0;
+  YAML::Node n = portable_yaml(c);
   // Keys that only choose what the run log records are left out entirely, so adding one keeps every
   // existing run directory's hash.
-  YAML::Node n = cfg::to_yaml(c);
   for (const char* k : MemoryConfig::kLogOnlyKeys) n["memory"].remove(k);
-  // Keys added after runs were recorded are left out at their default value, so those runs keep their hashes
-  // (a non-default value changes the results, and the hash).
-  if (c.train.precision == TrainConfig{}.precision) n["train"].remove("precision");
   YAML::Emitter e;
   e << n;
   return data::hex64(data::xxh64(std::string(e.c_str()))).substr(0, 8);

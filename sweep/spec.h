@@ -6,6 +6,8 @@
 #include <utility>
 #include <vector>
 
+#include <yaml-cpp/yaml.h>
+
 #include "train/config.h"
 
 namespace pg {
@@ -77,6 +79,10 @@ struct SweepRun {
   std::string dir;          // <out_dir>/<name>-<hash>, absolute
 };
 
+// The resolved config as YAML, leaving out keys added after runs were recorded while they hold their default
+// value (today train.precision: fp32): what a run directory's config.yaml holds, so that the build that recorded
+// earlier runs of a sweep (`sweep run --pagegram OLD`) can run it, and what config_hash reads.
+YAML::Node portable_yaml(const ExperimentConfig& cfg);
 // First 8 hex digits of XXH64 of the resolved config's dump with train.out_dir and train.threads blanked: the
 // two keys that never change results (the trainer's resume check ignores exactly these).
 std::string config_hash(const ExperimentConfig& cfg);

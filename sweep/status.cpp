@@ -102,7 +102,12 @@ void write_run_config(const SweepRun& run) {
   fs::create_directories(run.dir);
   write_text_atomic(run.dir + "/config.yaml",
                     str("# run ", run.name, " (config hash ", run.hash, "), written by `pagegram sweep`\n",
-                        cfg::dump(run.config), "\n"));
+                        [&] {
+                          YAML::Emitter e;
+                          e << portable_yaml(run.config);
+                          return std::string(e.c_str());
+                        }(),
+                        "\n"));
 }
 
 std::string sweep_status_table(const SweepSpec& spec, const std::vector<SweepRun>& runs) {
