@@ -7,8 +7,8 @@
 # --isa runs ours once per kernel set (PAGEGRAM_ISA); every row names the set and its share of the FMA peak
 # measured by `pagegram bench peak` in the same run.
 # --precision runs ours once per train.precision (bf16: BF16 GEMM operands, fp32 accumulation, as PyTorch's autocast;
-# the PyTorch reference runs fp32); a bf16 row's share is of the bf16 peak (`bench peak`: VDPBF16PS chains, or half the
-# FMA peak where bf16 is emulated).
+# the PyTorch reference runs fp32); a bf16 row's share is of the bf16 peak (`bench peak`: VDPBF16PS chains, or the
+# FMA peak where bf16 is emulated with one fp32 FMA per product).
 # --memory names the variant presets configs/a/<v>.yaml and configs/b/<v>.yaml (tables sized to the shape: 200M at A,
 # 10M at B); the overhead column is relative to the first variant of the list.
 # --torch-env plain runs PyTorch without the pinning/jemalloc/OpenBLAS-kernel settings (default: tuned = OpenBLAS's
@@ -92,7 +92,7 @@ for isa in "${isa_list[@]}"; do
   out=$(PAGEGRAM_ISA=$isa $P bench peak)
   peak[$isa,fp32]=$(sed -n 's/^fma peak \([0-9.]*\) .*/\1/p' <<< "$out")
   bf=$(sed -n 's/^bf16 peak \([0-9.]*\) .*/\1/p' <<< "$out")
-  peak[$isa,bf16]=${bf:-$(awk -v a="${peak[$isa,fp32]}" 'BEGIN { printf "%.1f", a / 2 }')}
+  peak[$isa,bf16]=${bf:-${peak[$isa,fp32]}}  # emulated bf16: one fp32 FMA per product
   echo "$(tr '\n' ' ' <<< "$out")"
 done
 echo
