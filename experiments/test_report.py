@@ -42,10 +42,12 @@ def write_log(run_dir, cfg, loss, status="finished"):
         f.create_group("summary").attrs["train_tok_per_s"] = 1000.0
 
 
-def write_sweep(root, name, tokens, finals, unfinished=()):
-    """A sweep manifest + one log.h5 per (variant, seed) with the given final held-out loss."""
+def write_sweep(root, name, tokens, finals, unfinished=(), variants=None, configure=None):
+    """A sweep manifest + one log.h5 per (variant, seed) with the given final held-out loss. variants: the
+    manifest's variant order (default: Table 1's); configure(cfg, variant) sets a run's memory keys (default: the
+    layout named by the variant)."""
     os.makedirs(root, exist_ok=True)
-    variants = sorted({v for v, _ in finals}, key=lambda v: ["none", "flat", "engram", "pagegram_s4"].index(v))
+    order = variants or ["none", "flat", "engram", "pagegram_s4"]
     seeds = sorted({s for _, s in finals})
     runs = []
     for (v, s), loss in finals.items():
@@ -54,11 +56,14 @@ def write_sweep(root, name, tokens, finals, unfinished=()):
         os.makedirs(os.path.join(root, d))
         cfg = json.loads(json.dumps(CONFIG))
         cfg["memory"]["layout"] = "none" if v == "none" else v.split("_")[0]
+        if configure:
+            configure(cfg, v)
         cfg["train"]["tokens"], cfg["train"]["seed"] = tokens, s
         write_log(os.path.join(root, d), cfg, loss, "running" if (v, s) in unfinished else "finished")
     with open(os.path.join(root, "sweep.json"), "w") as f:
         json.dump(dict(format="pagegram-sweep", format_version=1, name=name, description="", spec=name + ".yaml",
-                       base="base.yaml", seeds=seeds, variants=variants, grid={}, runs=runs), f)
+                       base="base.yaml", seeds=seeds, variants=[v for v in order if v in {x for x, _ in finals}]
+                       if variants is None else order, grid={}, runs=runs), f)
     return os.path.join(root, "sweep.json")
 
 
@@ -594,22 +599,10 @@ S_VARIANTS = [("pagegram_s1", 1), ("pagegram_s4", 4), ("pagegram_s8", 8), ("page
 
 def write_s_sweep(root, finals):
     """Table 4's shape: PageGram S in {1, 4, 8, 15, 60} and Engram-style; finals {(variant, seed): loss}."""
-    os.makedirs(root, exist_ok=True)
-    runs = []
-    for (v, s), loss in finals.items():
-        d = f"{v}-s{s}-0000abcd"
-        runs.append(dict(name=f"{v}-s{s}", variant=v, seed=s, grid={}, dir=d, hash="0000abcd", overrides=[]))
-        os.makedirs(os.path.join(root, d))
-        cfg = json.loads(json.dumps(CONFIG))
-        cfg["memory"]["layout"] = v.split("_")[0]
+    def slots(cfg, v):
         cfg["memory"]["slots"] = dict(S_VARIANTS)[v] or 4
-        cfg["train"]["tokens"], cfg["train"]["seed"] = 2_500_000, s
-        write_log(os.path.join(root, d), cfg, loss)
-    with open(os.path.join(root, "sweep.json"), "w") as f:
-        json.dump(dict(format="pagegram-sweep", format_version=1, name="table4_s_sweep", description="",
-                       spec="t4.yaml", base="base.yaml", seeds=sorted({s for _, s in finals}),
-                       variants=[v for v, _ in S_VARIANTS], grid={}, runs=runs), f)
-    return os.path.join(root, "sweep.json")
+    return write_sweep(root, "table4_s_sweep", 2_500_000, finals, variants=[v for v, _ in S_VARIANTS],
+                       configure=slots)
 
 
 def write_flashsim(path, layouts, sizes, caches, reads):
