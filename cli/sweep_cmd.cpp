@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "core/sysinfo.h"
 #include "sweep/collect.h"
 #include "sweep/records.h"
 #include "sweep/runner.h"
@@ -41,12 +42,17 @@ void register_sweep_commands(CLI::App& app) {
     static std::vector<std::string> only;
     static int64_t parallel = 0;
     static bool dry_run = false;
+    static int nice = -1;
     CLI::App* c = sweep->add_subcommand("run", "run every unfinished run of a sweep (finished runs are skipped, "
                                                "interrupted ones resume from their checkpoints)");
     c->add_option("SPEC", spec_path, "sweep file (experiments/*/sweep.yaml)")->required();
     c->add_option("--parallel", parallel, "runs at a time (default: the sweep's 'parallel'); threads per run = cores / N");
     c->add_flag("--dry-run", dry_run, "list the runs, their hashes and what would be done; write nothing");
     c->add_option("--pagegram", binary, "pagegram binary for the runs (default: this one)");
+    c->add_option("--nice", nice, "run in the background at this priority (0-19; its runs too): nice and, where the "
+                                  "kernel schedules by session (autogroup) and the sweep was started with setsid, its "
+                                  "session's nice, so benchmarks and builds beside it keep their speed")
+        ->check(CLI::Range(0, 19));
     c->add_option("--only", only, "run only the runs whose name matches this shell pattern, e.g. '*-s[012]' or "
                                   "'pagegram_s*' (repeatable; default: every run)");
     c->callback([] {
@@ -63,6 +69,7 @@ void register_sweep_commands(CLI::App& app) {
         std::printf("%s\n", plan.footer.c_str());
         return;
       }
+      if (nice >= 0) std::fprintf(stderr, "sweep: %s\n", run_in_background(nice).c_str());
       opt.progress_seconds = isatty(STDERR_FILENO) ? 0.0 : 60.0;
       SweepRunResult r = run_sweep(spec, opt, print_sweep_event);
       std::printf("%s", sweep_status_table(spec, expand_sweep(spec)).c_str());

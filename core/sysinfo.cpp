@@ -1,8 +1,12 @@
 #include "core/sysinfo.h"
 
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -74,6 +78,24 @@ std::string describe_disk(const std::string& path) {
   std::string out = "/dev/" + name;
   for (size_t i = 0; i < parts.size(); ++i) out += (i ? ", " : " (") + parts[i];
   return parts.empty() ? out : out + ")";
+}
+
+std::string run_in_background(int nice) {
+  std::string out;
+  if (::setpriority(PRIO_PROCESS, 0, nice) == 0)
+    out = "nice " + std::to_string(nice);
+  else
+    out = std::string("nice not set (") + std::strerror(errno) + ")";
+  if (first_line("/proc/sys/kernel/sched_autogroup_enabled") == "1") {
+    if (::getsid(0) != ::getpid()) {  // the autogroup is the whole session's (the shell that started us): leave it
+      out += ", autogroup unchanged (it is this terminal session's: start with `setsid` to lower it too)";
+    } else {
+      std::ofstream f("/proc/self/autogroup");
+      f << nice << std::flush;
+      out += f ? ", autogroup nice " + std::to_string(nice) : std::string(", autogroup nice not set");
+    }
+  }
+  return out;
 }
 
 }  // namespace pg

@@ -14,4 +14,12 @@ int64_t available_memory_bytes();
 // /proc/self/mounts; the parts it cannot read are left out ("unknown" when none).
 std::string describe_disk(const std::string& path);
 
+// Lowers the calling process (and the children it starts later) to `nice` (0..19) so that other work on the machine
+// keeps its speed: setpriority, and, where the kernel groups processes by session for scheduling (autogroup:
+// /proc/sys/kernel/sched_autogroup_enabled = 1, where nice alone does not yield to processes of other sessions), the
+// autogroup's nice too, but only when the process leads its own session (started with `setsid`): an autogroup is
+// shared by every process of a session, the user's shell included. Returns what was done, for the log ("nice 19,
+// autogroup nice 19", or why a part was not set).
+std::string run_in_background(int nice);
+
 }  // namespace pg
