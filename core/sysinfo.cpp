@@ -62,11 +62,12 @@ std::string describe_disk(const std::string& path) {
       name = sys.filename().string();
       const std::string model = first_line(sys / "device" / "model");
       if (!model.empty()) parts.push_back(model);
-      const fs::path drv = fs::read_symlink(sys / "device" / "driver", ec);
-      if (!ec) parts.push_back(drv.filename().string());
-      else if (fs::exists(sys / "device" / "device" / "driver")) {  // nvme: the controller's driver
-        const fs::path d2 = fs::read_symlink(sys / "device" / "device" / "driver", ec);
-        if (!ec) parts.push_back(d2.filename().string());
+      for (const fs::path& d : {sys / "device" / "driver", sys / "device" / "device" / "driver"}) {  // nvme: the controller's
+        const fs::path drv = fs::read_symlink(d, ec);
+        if (!ec) {
+          parts.push_back(drv.filename().string());
+          break;
+        }
       }
       ec.clear();
       if (!fstype.empty()) parts.push_back(fstype);

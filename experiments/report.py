@@ -1019,12 +1019,14 @@ def fig_s_sweep(sw, path, title):
     sds = [np.std(list(fin[v].values()), ddof=1) if len(fin[v]) > 1 else 0.0 for _, v in cats]
     ax.errorbar(x, means, yerr=sds, fmt="_", color="k", ms=16, mew=2, capsize=5, elinewidth=1.5,
                 label="mean ± sd over seeds")
-    ax.set_xticks(x)
-    ax.set_xticklabels([c for c, _ in cats])
-    ax.set_ylabel("final held-out loss (nats)")
-    ax.set_title("(a) final loss per S: seeds and mean ± sd", fontsize=9)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
+    def label(a, ylabel, title):  # one S category per tick, as both panels show them
+        a.set_xticks(x)
+        a.set_xticklabels([c for c, _ in cats])
+        a.set_ylabel(ylabel)
+        a.set_title(title, fontsize=9)
+        a.grid(alpha=0.3)
+        a.legend(fontsize=7)
+    label(ax, "final held-out loss (nats)", "(a) final loss per S: seeds and mean ± sd")
     # (b) paired: the same seed's S=4 run subtracted.
     ref = next((v for S, v in ss if S == 4), None)
     if ref is not None:
@@ -1042,12 +1044,7 @@ def fig_s_sweep(sw, path, title):
         axp.plot(ks, [np.mean(diffs[k]) for k in ks], marker="_", ms=16, mew=2.5, color="k", ls="none",
                  label="mean difference")
         axp.axhline(0, color="k", lw=0.8)
-        axp.set_xticks(x)
-        axp.set_xticklabels([c for c, _ in cats])
-        axp.set_ylabel("final loss − same seed's S=4 (nats)")
-        axp.set_title("(b) paired: difference to S=4 per seed (> 0: S=4 better)", fontsize=9)
-        axp.grid(alpha=0.3)
-        axp.legend(fontsize=7)
+        label(axp, "final loss − same seed's S=4 (nats)", "(b) paired: difference to S=4 per seed (> 0: S=4 better)")
     else:
         axp.set_axis_off()
         axp.set_title("(b) no S=4 variant: no paired view", fontsize=9)

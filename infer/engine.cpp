@@ -287,29 +287,23 @@ std::vector<int32_t> Engine::step(std::span<const int64_t> ids) {
     if (!batch.empty()) run(batch, true);
     batch.clear();
   };
-  std::vector<char> ran(ss.size(), 0);  // sessions whose token has run
-  std::vector<size_t> pending;          // indices of the sessions in `batch`
   try {
-    for (size_t i = 0; i < ss.size(); ++i) {
-      Sess* s = ss[i];
+    for (Sess* s : ss) {
       const int64_t p = static_cast<int64_t>(s->history.size()) - 1;
       if (s->stale || s->cache->length() == cap) {
         run_one(*s, p, p + 1);
-        ran[i] = 1;
         continue;
       }
       batch.push_back({s, {p, p + 1}});
-      pending.push_back(i);
-      if (static_cast<int64_t>(batch.size()) == max_batch_) {
-        flush();
-        for (size_t j : pending) ran[j] = 1;
-        pending.clear();
-      }
+      if (static_cast<int64_t>(batch.size()) == max_batch_) flush();
     }
     flush();
-  } catch (...) {  // a failed read: the sessions not yet run drop their sampled token (their sampling stream moved on)
+  } catch (...) {
+    // A failed read: the sessions whose token has not run (their cache does not reach it) drop it, as before the
+    // call (their sampling stream moved on); sessions run in an earlier batch of this call keep theirs.
     for (size_t i = 0; i < ss.size(); ++i)
-      if (!ran[i]) roll_back(*ss[i], marks[i]);
+      if (ss[i]->stale || ss[i]->cache_start + ss[i]->cache->length() < static_cast<int64_t>(ss[i]->history.size()))
+        roll_back(*ss[i], marks[i]);
     throw;
   }
   stats_.decode_tokens += static_cast<int64_t>(ids.size());
