@@ -322,6 +322,11 @@ void convert_pairs(bool, uint32_t* dst, const float* even, const float* odd, int
                            _mm256_or_si256(_mm256_srli_epi32(e, 16), o));
   }
 }
+void pair_rows(bool cvt, uint32_t* dst, int64_t dstride, const float* src, int64_t srs, int64_t n, int64_t width,
+               int64_t kc) {
+  for (int64_t p = 0; p < (kc + 1) / 2; ++p)
+    convert_pairs(cvt, dst + p * dstride, src + 2 * p * srs, 2 * p + 1 < kc ? src + (2 * p + 1) * srs : nullptr, n, width);
+}
 // The transposing bf16 packer is left to the staged path on AVX2 (fp32 packer, then convert_pairs).
 bool rows_to_pairs(bool, uint32_t*, int64_t, const float*, int64_t, int64_t, int64_t, int64_t) { return false; }
 inline void split16(const uint32_t* p, V& even, V& odd) {

@@ -290,15 +290,24 @@ inline __m512i round_bf16_hi(__m512i u) {
 #define PG_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16,avx2,fma,bmi2")))
 // bf16 of b in words 0-15 and of a in words 16-31 (_mm512_cvtne2ps_pbh(a, b)).
 PG_BF16_TARGET __attribute__((always_inline)) inline __m512i cvt2(__m512 a, __m512 b) { return (__m512i)_mm512_cvtne2ps_pbh(a, b); }
-PG_BF16_TARGET void convert_pairs_cvt(uint32_t* dst, const float* even, const float* odd, int64_t n, int64_t width) {
+// pair_rows (below) with VCVTNE2PS2BF16: the two k rows of a pair converted in one instruction (bf16 of the even row in
+// words 0-15, of the odd row in 16-31) and interleaved by one VPERMW; index and masks loaded once per panel.
+PG_BF16_TARGET void pair_rows_cvt(uint32_t* dst, int64_t dstride, const float* src, int64_t srs, int64_t n,
+                                  int64_t width, int64_t kc) {
   alignas(64) static constexpr uint16_t kInterleave[32] = {0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,  21, 6,  22, 7,  23,
                                                            8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
   const __m512i idx = _mm512_load_si512(kInterleave);
+  const int64_t full = kc / 2;  // pairs with both k rows
   for (int64_t j = 0; j < width; j += 16) {
-    const __mmask16 m = tail(n - j);
-    const __m512 e = _mm512_maskz_loadu_ps(m, even + j);
-    const __m512 o = odd ? _mm512_maskz_loadu_ps(m, odd + j) : _mm512_setzero_ps();
-    _mm512_mask_storeu_epi32(dst + j, tail(width - j), _mm512_permutexvar_epi16(idx, cvt2(o, e)));
+    const __mmask16 m = tail(n - j), st = tail(width - j);
+    const float* s = src + j;
+    uint32_t* d = dst + j;
+    for (int64_t p = 0; p < full; ++p, s += 2 * srs, d += dstride) {
+      const __m512 e = _mm512_maskz_loadu_ps(m, s), o = _mm512_maskz_loadu_ps(m, s + srs);
+      _mm512_mask_storeu_epi32(d, st, _mm512_permutexvar_epi16(idx, cvt2(o, e)));
+    }
+    if (kc % 2)
+      _mm512_mask_storeu_epi32(d, st, _mm512_permutexvar_epi16(idx, cvt2(_mm512_setzero_ps(), _mm512_maskz_loadu_ps(m, s))));
   }
 }
 // dst[j] = bf16(even[j]) | bf16(odd[j]) << 16 for j < n (odd == nullptr: zero), dst[j] = 0 for n <= j < width.
@@ -364,9 +373,11 @@ PG_BF16_TARGET bool rows_to_pairs_cvt(uint32_t* dst, int64_t dstride, const floa
 // Whether the packers use VCVTNE2PS2BF16: with the VDPBF16PS micro-kernels (so PAGEGRAM_BF16=emulated checks the
 // integer rounding on the same machine).
 inline bool bf16_cvt() { return native_bf16() != nullptr && !active_bf16().mxcsr_daz_ftz; }
-void convert_pairs(bool cvt, uint32_t* dst, const float* even, const float* odd, int64_t n, int64_t width) {
-  if (cvt) convert_pairs_cvt(dst, even, odd, n, width);
-  else convert_pairs_int(dst, even, odd, n, width);
+void pair_rows(bool cvt, uint32_t* dst, int64_t dstride, const float* src, int64_t srs, int64_t n, int64_t width,
+               int64_t kc) {
+  if (cvt) return pair_rows_cvt(dst, dstride, src, srs, n, width, kc);
+  for (int64_t p = 0; p < (kc + 1) / 2; ++p)
+    convert_pairs_int(dst + p * dstride, src + 2 * p * srs, 2 * p + 1 < kc ? src + (2 * p + 1) * srs : nullptr, n, width);
 }
 bool rows_to_pairs(bool cvt, uint32_t* dst, int64_t dstride, const float* src, int64_t rs, int64_t nrows, int64_t kc,
                    int64_t width) {
