@@ -41,7 +41,7 @@ void register_sweep_commands(CLI::App& app) {
     static std::string spec_path, binary;
     static std::vector<std::string> only;
     static int64_t parallel = 0;
-    static bool dry_run = false;
+    static bool dry_run = false, commit = false;
     static int nice = -1;
     CLI::App* c = sweep->add_subcommand("run", "run every unfinished run of a sweep (finished runs are skipped, "
                                                "interrupted ones resume from their checkpoints)");
@@ -55,12 +55,15 @@ void register_sweep_commands(CLI::App& app) {
         ->check(CLI::Range(0, 19));
     c->add_option("--only", only, "run only the runs whose name matches this shell pattern, e.g. '*-s[012]' or "
                                   "'pagegram_s*' (repeatable; default: every run)");
+    c->add_flag("--commit", commit, "git-commit each run's record as the run finishes (that file alone, so a sweep "
+                                    "resumes from the repository on any machine; other staged changes stay out)");
     c->callback([] {
       SweepSpec spec = load_sweep(spec_path);
       SweepRunOptions opt;
       opt.parallel = parallel;
       opt.binary = binary;
       opt.only = only;
+      opt.commit = commit;
       if (dry_run) {
         const SweepPlan plan = plan_sweep(spec, opt);
         std::printf("%s\n", plan.header.c_str());

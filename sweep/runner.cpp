@@ -105,6 +105,48 @@ pid_t spawn(const std::string& binary, const std::vector<std::string>& args, con
   return pid;
 }
 
+// Runs a command (PATH lookup) with stdout + stderr captured; returns the exit code (-1: did not exit normally).
+int run_captured(const std::vector<std::string>& args, std::string& output) {
+  std::vector<std::string> all = args;
+  std::vector<char*> argv;
+  for (auto& a : all) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) throw IoError(str("pipe failed: ", std::strerror(errno)));
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    ::close(fds[0]);
+    ::close(fds[1]);
+    throw IoError(str("fork failed: ", std::strerror(errno), " (hint: too many processes?)"));
+  }
+  if (pid == 0) {
+    ::dup2(fds[1], STDOUT_FILENO);
+    ::dup2(fds[1], STDERR_FILENO);
+    ::execvp(argv[0], argv.data());
+    ::_exit(127);
+  }
+  ::close(fds[1]);
+  output.clear();
+  char buf[4096];
+  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) != 0;) {
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) break;
+    output.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fds[0]);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+std::string last_line(const std::string& text) {
+  std::string t = text;
+  while (!t.empty() && (t.back() == '\n' || t.back() == '\r')) t.pop_back();
+  const size_t nl = t.rfind('\n');
+  return nl == std::string::npos ? t : t.substr(nl + 1);
+}
+
 int64_t logged_step(const std::string& dir) {
   try {
     if (!fs::exists(dir + "/log.h5")) return 0;
@@ -118,7 +160,36 @@ int64_t logged_step(const std::string& dir) {
 
 }  // namespace
 
+std::string commit_record(const std::string& path, const std::string& message) {
+  const fs::path file = fs::absolute(path);
+  const std::string dir = file.parent_path().string(), name = file.filename().string();
+  std::string out;
+  for (int attempt = 0;; ++attempt) {
+    int rc = run_captured({"git", "-C", dir, "add", "--", name}, out);
+    if (rc == 0) rc = run_captured({"git", "-C", dir, "commit", "-q", "--no-verify", "-m", message, "--only", "--", name}, out);
+    if (rc == 0) break;
+    // Another git process (the researcher's own commit, a second runner) holds the index: wait and retry.
+    const bool locked = out.find("index.lock") != std::string::npos;
+    if (!locked || attempt >= 30)
+      throw IoError(str("git commit of ", path, " failed (exit ", rc, "): ", last_line(out),
+                        " (hint: run the sweep inside a git work tree with user.name/user.email set, or without --commit)"));
+    std::this_thread::sleep_for(std::chrono::seconds(2));
+  }
+  run_captured({"git", "-C", dir, "rev-parse", "--short", "HEAD"}, out);
+  return str("committed ", last_line(out));
+}
+
 namespace {
+
+// commit_record for the runner: a failure is reported in the run's line and the sweep goes on (the record stays
+// written; `git add` it by hand).
+std::string commit_or_warn(const std::string& record, const std::string& message) {
+  try {
+    return commit_record(record, message);
+  } catch (const IoError& e) {
+    return str("NOT committed: ", e.what());
+  }
+}
 
 // The runs of a sweep and what the runner does with each: finished (or recorded) and diverged runs are skipped,
 // unselected ones left out, the rest queued.
@@ -156,7 +227,10 @@ Classified classify(const SweepSpec& spec, const SweepRunOptions& opt, bool writ
     initial[i] = run_status(runs[i]);
     if ((initial[i].state == RunState::kFinished || initial[i].state == RunState::kDiverged) &&
         !record_exists(spec, runs[i]) && write_records)
-      write_run_record(spec, runs[i]);  // a run finished before records existed (or by another runner)
+    {
+      const std::string rec = write_run_record(spec, runs[i]);  // a run finished before records existed (or elsewhere)
+      if (opt.commit) commit_or_warn(rec, str(spec.name(), ": record of ", runs[i].name));
+    }
     if (initial[i].state != RunState::kFinished && initial[i].state != RunState::kDiverged &&
         record_exists(spec, runs[i])) {
       initial[i].state = RunState::kFinished;  // recorded (committed), possibly on another machine: not rerun
@@ -326,12 +400,14 @@ SweepRunResult run_sweep(const SweepSpec& spec, const SweepRunOptions& opt, cons
         done_steps += std::max<int64_t>(1, end_step - c.start_step);
         const RunStatus s = run_status(r);
         const std::string rec = write_run_record(spec, r);
-        emit(SweepEvent::kDone, r.name, str("done  ", r.name, " in ", fmt_duration(secs), ": held-out loss ", s.final_loss, "; record ", rec));
+        emit(SweepEvent::kDone, r.name, str("done  ", r.name, " in ", fmt_duration(secs), ": held-out loss ", s.final_loss, "; record ", rec,
+                opt.commit ? str("; ", commit_or_warn(rec, str(spec.name(), ": record of ", r.name, " (held-out ", s.final_loss, ")"))) : std::string()));
       } else if (run_status(r).state == RunState::kDiverged) {
         res.diverged.push_back(r.name);
-        write_run_record(spec, r);
-        emit(SweepEvent::kDiverged, r.name, str("DIVERGED ", r.name, " at step ", end_step, " (kept as a result; last lines of its train.out:)\n",
-                tail_lines(r.dir + "/train.out", 3)));
+        const std::string rec = write_run_record(spec, r);
+        emit(SweepEvent::kDiverged, r.name, str("DIVERGED ", r.name, " at step ", end_step, " (kept as a result",
+                opt.commit ? str("; ", commit_or_warn(rec, str(spec.name(), ": record of ", r.name, " (diverged)"))) : std::string(),
+                "; last lines of its train.out:)\n", tail_lines(r.dir + "/train.out", 3)));
       } else {
         std::string why = !ok ? (WIFSIGNALED(wstatus) ? str("killed by signal ", WTERMSIG(wstatus))
                                                       : str("exit code ", WEXITSTATUS(wstatus)))

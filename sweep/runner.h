@@ -16,6 +16,7 @@ struct SweepRunOptions {
   int64_t cores = 0;         // 0: CPUs this process may use
   std::string binary;        // pagegram executable for the child runs; empty: /proc/self/exe
   std::vector<std::string> only;  // shell patterns (fnmatch) on run names: run only the matching ones; empty: all
+  bool commit = false;        // git-commit each record as its run finishes (commit_record)
   double poll_seconds = 1.0;
   double progress_seconds = 60.0;  // a kProgress event at most this often (0: after every poll, for a terminal)
 };
@@ -73,6 +74,11 @@ SweepRunResult run_sweep(const SweepSpec& spec, const SweepRunOptions& opt, cons
 // Builds (or finds cached) the token stores of every distinct data + tokenizer section of the runs, in this
 // process (`pagegram sweep prepare`); one line per distinct section. The corpus itself must exist.
 std::vector<std::string> prepare_sweep_data(const std::vector<SweepRun>& runs);
+
+// Commits one file in the git work tree that holds it: `git add` then `git commit --only` of that path alone (what
+// else is staged stays staged and out of the commit), retried while another git process holds the index lock.
+// Returns "committed <short sha>" or throws IoError with git's last output line (not a git work tree, no identity...).
+std::string commit_record(const std::string& path, const std::string& message);
 
 // This process's executable (/proc/self/exe): the default pagegram binary of child runs and Slurm scripts.
 std::string self_executable();

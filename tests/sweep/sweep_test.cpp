@@ -387,5 +387,41 @@ TEST(SweepRunner, RunsResumesReportsFailuresAndSkipsFinishedRuns) {
   fs::remove_all(dir);
 }
 
+// `sweep run --commit`: a record is committed alone (what else is staged stays staged and out of the commit); outside
+// a git work tree the error says which file and what to do.
+TEST(SweepRunner, CommitRecordCommitsThatFileAlone) {
+  const fs::path dir = temp_dir("git");
+  auto sh = [&](const std::string& cmd) {
+    const std::string full = "cd '" + dir.string() + "' && " + cmd + " > git.out 2>&1";
+    const int rc = std::system(full.c_str());
+    std::string out = slurp(dir / "git.out");
+    fs::remove(dir / "git.out");
+    EXPECT_EQ(rc, 0) << cmd << ": " << out;
+    return out;
+  };
+  sh("git init -q . && git config user.name t && git config user.email t@t && git commit -q --allow-empty -m init");
+  fs::create_directories(dir / "records");
+  write_text(dir / "records" / "a-s0-1234abcd.json", "{}\n");
+  write_text(dir / "notes.txt", "staged, not part of the record's commit\n");
+  sh("git add notes.txt");
+  const std::string r = commit_record((dir / "records" / "a-s0-1234abcd.json").string(), "smoke: record of a-s0");
+  EXPECT_EQ(r.rfind("committed ", 0), 0u) << r;
+  EXPECT_EQ(sh("git show --name-only --format=%s HEAD"), "smoke: record of a-s0\n\nrecords/a-s0-1234abcd.json\n");
+  EXPECT_EQ(sh("git diff --cached --name-only"), "notes.txt\n");
+  EXPECT_EQ(sh("git rev-list --count HEAD"), "2\n");
+
+  const fs::path outside = temp_dir("nogit");
+  write_text(outside / "b.json", "{}\n");
+  try {
+    commit_record((outside / "b.json").string(), "m");
+    ADD_FAILURE() << "no error outside a git work tree";
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find("git commit of " + (outside / "b.json").string()), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("hint:"), std::string::npos) << e.what();
+  }
+  fs::remove_all(outside);
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace pg
