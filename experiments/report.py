@@ -17,6 +17,7 @@ report's numbers (REPORT_NUM) beside ours as hollow crimson markers where the re
 python3-matplotlib python3-yaml); no scipy: the t distribution's tail is the regularized incomplete beta function.
 """
 import argparse
+import copy
 import datetime
 import json
 import math
@@ -722,6 +723,9 @@ REPORT = {
         pairs=[("pagegram_s4", "flat", f"{rtext(T1, ('pagegram_s4', 'flat'))} (t p=0.08, sign p=0.03, 5/5 seeds)"),
                ("pagegram_s4", "engram", f"{rtext(T1, ('pagegram_s4', 'engram'))} (t p=0.02)"),
                ("engram", "flat", f"{rtext(T1, ('engram', 'flat'))} (Engram-style trails flat)")]),
+    # No pairs: the screening table (screening_table) replaces the paired-difference table.
+    "regime_factors": dict(
+        title="Factor screening (issue 13 stage 1): one quantity at a time, Engram-style − flat at seed 0"),
 }
 
 
@@ -818,6 +822,181 @@ def regime_table(sw):
         lines.append(f"| {q}{f' ({how})' if how else ''} | " + " | ".join(c[i] for c in cols) +
                      f" | {REGIME_REPORT[q]} |")
     return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Factor screening (experiments/regime_factors/sweep.yaml, issue 13 stage 1): each factor level changes one quantity
+# of configs/regime.yaml and runs flat and Engram-style; the screened number is Engram-style − flat (the report's
+# signature, Table 1: +0.074, Engram-style trails flat) and its change against the base pair's. One seed sees only
+# changes beyond the seed-to-seed spread of Engram-style − flat: stage 1 at the regime preset (3 seeds,
+# experiments/regime_stage1/README.md) found +0.0034 ± 0.0138.
+
+STAGE1_DIFF = dict(mean=0.0034, sd=0.0138, seeds=3)  # Engram-style − flat at stage 1: mean ± sd over its seeds
+SCREEN_THRESHOLD = 0.03  # nats, ≈ 2 sd of STAGE1_DIFF: a level whose change against the base exceeds it: seeds 1-2
+FACTOR_LEVELS = {"": ("base", "base"), "bf16": ("precision", "bf16"), "r21": ("W_V compression", "r 21"),
+                 "batch2x": ("batch / steps", "batch 2x"), "batch_half": ("batch / steps", "batch ½"),
+                 "table_half": ("table size", "table ½"), "table2x": ("table size", "table 2x")}  # by suffix
+# The regime quantities (regime()'s) as the screening table names them; "rows per head" and the W_V ratio included.
+SCREEN_QUANTITIES = {"tokens per step": "tokens/step", "optimizer steps": "steps",
+                     "table params per training token": "params/token", "rows per head": "rows/head",
+                     "lookups per row per step": "lookups/row/step", "lookups per row over the run": "lookups/row/run",
+                     "W_V compression": "W_V", "precision": "precision"}
+
+
+def factor_pairs(variants):
+    """The screening's levels from the variant names, base first, then in the sweep's order: dicts with suffix,
+    flat, engram (None if the level has none) and vs_base (the level has no flat of its own). `engram_<x>` pairs
+    with `flat_<x>` when the sweep has it, else with the base `flat` (a factor only Engram-style has, as W_V
+    compression: flat has no W_V); `engram` pairs with `flat`."""
+    suffixes = []
+    for v in variants:
+        fam, _, suffix = v.partition("_")
+        if fam in ("flat", "engram") and suffix not in suffixes:
+            suffixes.append(suffix)
+    suffixes.sort(key=lambda x: x != "")  # stable: the base level first
+    out = []
+    for x in suffixes:
+        eng, fl = (f"engram_{x}", f"flat_{x}") if x else ("engram", "flat")
+        own = fl in variants
+        out.append(dict(suffix=x, flat=fl if own else ("flat" if "flat" in variants else None),
+                        engram=eng if eng in variants else None, vs_base=not own))
+    return out
+
+
+def _overrides(entry):
+    """[(dotted key, value)] of an expanded run: a dict (sweep file with records) or "key=value" strings (manifest)."""
+    ov = (entry or {}).get("overrides") or {}
+    return list(ov.items()) if isinstance(ov, dict) else [tuple(x.split("=", 1)) for x in ov if "=" in x]
+
+
+def planned_config(sw, variant):
+    """A variant's resolved config: its run's when one has a config, else the base pair's (a `flat` or `engram` run,
+    else any run of the sweep) with the variant's overrides from the sweep's expansion applied (seed and out_dir
+    left alone). None while no run has a config."""
+    r = next((r for r in sw.runs if r["variant"] == variant and "config" in r), None)
+    if r is not None:
+        return r["config"]
+    tmpl = next((r["config"] for v in ("flat", "engram") for r in sw.runs if r["variant"] == v and "config" in r),
+                None) or sw.config()
+    if tmpl is None:
+        return None
+    c = copy.deepcopy(tmpl)
+    entry = next((e for e in sw.manifest.get("runs", []) if e.get("variant") == variant), None)
+    for k, v in _overrides(entry):
+        if k in ("train.seed", "train.out_dir"):
+            continue
+        *path, last = k.split(".")
+        node = c
+        for p in path:
+            node = node.setdefault(p, {})
+        node[last] = yaml.safe_load(v) if isinstance(v, str) else v
+    return c
+
+
+def _screen_values(c):
+    """{quantity: value} of SCREEN_QUANTITIES in a config (W_V as its ratio only); {} for None."""
+    if c is None:
+        return {}
+    vals = {q: v for q, _, v in regime(c) if q in SCREEN_QUANTITIES}
+    if "W_V compression" in vals:
+        vals["W_V compression"] = vals["W_V compression"].split(" = ")[-1]
+    return vals
+
+
+def regime_moves(base, level):
+    """The regime quantities a level moves, as text: 'name base → level' for each that differs; base None: the
+    base's own values."""
+    if base is None:
+        return ", ".join(f"{SCREEN_QUANTITIES[q]} {v}" for q, v in level.items()) or "?"
+    moved = [f"{SCREEN_QUANTITIES[q]} {base[q]} → {v}" for q, v in level.items() if q in base and base[q] != v]
+    return "; ".join(moved) if moved else ("?" if not level or not base else "none")
+
+
+def factor_level(sw, p):
+    """(factor, level) of a screening level: FACTOR_LEVELS by its suffix, else the keys its overrides set (besides
+    the layout, seed and logging intervals) and the suffix."""
+    if p["suffix"] in FACTOR_LEVELS:
+        return FACTOR_LEVELS[p["suffix"]]
+    entry = next((e for e in sw.manifest.get("runs", []) if e.get("variant") in (p["engram"], p["flat"])), None)
+    keys = [k for k, _ in _overrides(entry) if k not in ("memory.layout", "train.seed", "train.eval_interval",
+                                                          "train.checkpoint_interval", "train.tokens")]
+    return ", ".join(keys) or "?", p["suffix"]
+
+
+def pair_diffs(sw, a, b):
+    """{seed: final(a) − final(b)} over the seeds where both finished; {} when either variant is missing."""
+    if a is None or b is None:
+        return {}
+    fa, fb = sw.final(a), sw.final(b)
+    return {s: fa[s] - fb[s] for s in sorted(set(fa) & set(fb))}
+
+
+def screening_rows(sw):
+    """One dict per factor level (factor_pairs): its names, the regime it moves, the mean final losses of flat and
+    Engram-style and their difference over the seeds where both finished (n), the change against the base pair's
+    difference (paired over the seeds both pairs finished; n_change), the report's way (difference > 0) and
+    worth (|change| > SCREEN_THRESHOLD). Numbers are nan when pending."""
+    levels = factor_pairs(sw.variants)
+    cfg = {p["suffix"]: planned_config(sw, p["engram"] or p["flat"]) if (p["engram"] or p["flat"]) else None
+           for p in levels}
+    base_vals = _screen_values(cfg.get(""))
+    base_d = pair_diffs(sw, "engram", "flat") if "" in cfg else {}
+    nan = float("nan")
+    mean = lambda f, ss: float(np.mean([f[s] for s in ss])) if ss else nan  # noqa: E731
+    rows = []
+    for p in levels:
+        x = p["suffix"]
+        factor, level = factor_level(sw, p)
+        d = pair_diffs(sw, p["engram"], p["flat"])
+        seeds = sorted(d)
+        fl, en = (sw.final(p[k]) if p[k] else {} for k in ("flat", "engram"))
+        common = [s for s in seeds if s in base_d] if x else []
+        change = float(np.mean([d[s] - base_d[s] for s in common])) if common else nan
+        diff = float(np.mean(list(d.values()))) if d else nan
+        rows.append(dict(factor=factor, level=level, flat=p["flat"], engram=p["engram"],
+                         vs_base=p["vs_base"] and x != "",
+                         moves=regime_moves(None if not x else base_vals, _screen_values(cfg[x])),
+                         flat_loss=mean(fl, seeds or sorted(fl)), engram_loss=mean(en, seeds or sorted(en)),
+                         diff=diff, n=len(d), seeds=seeds, change=change, n_change=len(common),
+                         report_way=diff > 0 if math.isfinite(diff) else None,
+                         worth=abs(change) > SCREEN_THRESHOLD if math.isfinite(change) else None))
+    return rows
+
+
+def screening_table(sw):
+    """The factor screening table (screening_rows) and its rule, as Markdown."""
+    rep = rtext(T1, ("engram", "flat"))
+    lines = ["| factor | level | pair | regime moved (base → level) | flat | Engram-style | Engram-style − flat | n | "
+             "change vs base | report's way (> 0)? | worth seeds 1–2? |",
+             "|---|---|---|---|---:|---:|---:|---:|---:|---|---|"]
+    for r in screening_rows(sw):
+        pair = (f"{r['engram'] or '—'} − {r['flat'] or '—'}" + (" (vs base flat)" if r["vs_base"] else ""))
+        loss = lambda x: "·" if not math.isfinite(x) else f"{x:.4f}"  # noqa: E731
+        diff = "pending" if not r["n"] else f4(r["diff"])
+        if r["level"] == "base":
+            change, worth = "(reference)", "—"
+        elif not r["n_change"]:
+            change, worth = "pending", "—"
+        else:
+            note = f" (n {r['n_change']})" if r["n_change"] != r["n"] else ""
+            change, worth = f4(r["change"]) + note, "**yes**" if r["worth"] else "no"
+        way = "—" if r["report_way"] is None else "yes (trails)" if r["report_way"] else "no (ahead)"
+        lines.append(f"| {r['factor']} | {r['level']} | {pair} | {r['moves']} | {loss(r['flat_loss'])} | "
+                     f"{loss(r['engram_loss'])} | {diff} | {r['n']} | {change} | {way} | {worth} |")
+    sd = STAGE1_DIFF["sd"]
+    rule = (f"Screening rule (sweep header): one seed shows only factor effects larger than the seed-to-seed spread "
+            f"of Engram-style − flat, sd ≈{sd:.3f} nats over {STAGE1_DIFF['seeds']} seeds at stage 1 "
+            f"({STAGE1_DIFF['mean']:+.3f} ± {sd:.3f}, experiments/regime_stage1/README.md); a level whose change "
+            f"against the base pair exceeds {SCREEN_THRESHOLD:.2f} nats either way (≈{SCREEN_THRESHOLD / sd:.0f} sd) "
+            f"is worth seeds 1–2 (report.py SCREEN_THRESHOLD). The change is itself a difference of two single-seed "
+            f"differences (its own spread ≈{sd * math.sqrt(2):.3f} nats): the rule screens, it does not test.")
+    how = (f"Engram-style − flat > 0 points the report's way (Table 1, {REPORT_NUM[T1]['budget']}: {rep}, "
+           "Engram-style trails flat). Over several seeds: the mean difference over the seeds where both runs "
+           "finished (n), its change paired over the seeds the base pair finished too (their number in brackets "
+           "when fewer). 'vs base flat': a factor flat does not have (W_V) is compared with the base flat run. "
+           "Regime of a level whose runs are pending: the base run's config with the level's overrides from the "
+           "sweep file.")
+    return "\n".join(lines) + "\n\n" + rule + "\n\n" + how
 
 
 def provenance(sw):
@@ -1336,15 +1515,19 @@ def sweep_section(sw, out, kind, stall=(STALL_WINDOW, STALL_DELTA)):
               "Absolute losses are not comparable to the report's (our corpus, tokenizer and scale differ); the "
               "paired differences below are what the report's numbers are compared with.", "",
               variant_table(sw, variants), "", cap, ""]
-    pairs = ref.get("pairs")
-    if pairs is None:  # generic sweep: every pair of variants
-        pairs = [(a, b, "—") for i, b in enumerate(variants) for a in variants[i + 1:]]
-    table, _ = pair_rows(sw, pairs)
-    parts += ["### Paired differences per seed (A − B; negative: A better)", "",
-              "Same seed = same backbone initialization and data order for every variant. Paired t-test two-sided "
-              "on the per-seed differences; sign test one-sided for 'A better' and two-sided (ties dropped); 'A "
-              "better' = seeds where A's final held-out loss is lower.", "",
-              table, "", cap, ""]
+    if kind == "regime_factors":  # one pair per factor level instead of every pair of variants
+        parts += ["### Factor screening: Engram-style − flat per factor level (> 0: Engram-style trails flat)", "",
+                  screening_table(sw), "", cap, ""]
+    else:
+        pairs = ref.get("pairs")
+        if pairs is None:  # generic sweep: every pair of variants
+            pairs = [(a, b, "—") for i, b in enumerate(variants) for a in variants[i + 1:]]
+        table, _ = pair_rows(sw, pairs)
+        parts += ["### Paired differences per seed (A − B; negative: A better)", "",
+                  "Same seed = same backbone initialization and data order for every variant. Paired t-test "
+                  "two-sided on the per-seed differences; sign test one-sided for 'A better' and two-sided (ties "
+                  "dropped); 'A better' = seeds where A's final held-out loss is lower.", "",
+                  table, "", cap, ""]
     parts += ["### Stalls", "", stall_table(sw, *stall), ""]
     if kind == "table4_s_sweep":
         parts += ["### Stability: final loss and its rise above the run's best held-out loss", "",
@@ -1361,9 +1544,10 @@ def sweep_section(sw, out, kind, stall=(STALL_WINDOW, STALL_DELTA)):
                     "not comparable with ours (SPEC §8 compares differences).")
     rdiff = report_diffs(kind, "flat")
     rlabel = f"report ({REPORT_NUM[kind]['budget']})" if rdiff else "report"
-    if "flat" in variants and fig_diff_to(sw, variants, "flat", os.path.join(out, p + "fig1b-diff-to-flat.png"),
-                                          f"Fig. 1b ({sw.name}): per-seed held-out loss − flat", rdiff,
-                                          rlabel) is not None:
+    # regime_factors: no Fig. 1b (every variant − the base flat is not its pairs; the screening table has them)
+    fig1b = "flat" in variants and kind != "regime_factors"
+    if fig1b and fig_diff_to(sw, variants, "flat", os.path.join(out, p + "fig1b-diff-to-flat.png"),
+                             f"Fig. 1b ({sw.name}): per-seed held-out loss − flat", rdiff, rlabel) is not None:
         figs.append(f"![Fig. 1b]({p}fig1b-diff-to-flat.png)")
         figs.append("Fig. 1b: " + (f"hollow markers = the report's final difference to flat "
                                    f"({REPORT_NUM[kind]['budget']}), drawn at "

@@ -303,15 +303,18 @@ def curve(final, plateau_from=None):
 
 
 def write_record(folder, name, variant, seed, final, revision="rev1", kernels="avx2", layers=6, plateau_from=None,
-                 config_hash=None, layout=None, slots=4, extra=(), updated="2026-11-30T10:15:00Z", grid=None):
+                 config_hash=None, layout=None, slots=4, extra=(), updated="2026-11-30T10:15:00Z", grid=None, add=()):
     """A record as train/sweep.cpp run_record_json writes it; returns its path. extra: (section, key, value) to set
-    in the config."""
+    in the config; add: (section, key, value) to add to it (a key REGIME_CONFIG does not have)."""
     text = set_key(set_key(REGIME_CONFIG, "memory", "layout", layout or variant.split("_")[0]), "memory", "slots",
                    slots)
     text = set_key(set_key(text, "train", "seed", seed), "model", "layers", layers)
     text = set_key(text, "train", "out_dir", f"/elsewhere/runs/regime_stage1/{name}")
     for sec, key, value in extra:
         text = set_key(text, sec, key, value)
+    for sec, key, value in add:
+        assert f"\n{sec}:\n" in text, sec
+        text = text.replace(f"\n{sec}:\n", f"\n{sec}:\n  {key}: {value}\n", 1)
     h = config_hash or report.config_hash(text)
     ev = curve(final, plateau_from)
     rec = {"format": "pagegram-run-record", "format_version": 1, "sweep": "regime_stage1", "name": name,
@@ -525,6 +528,114 @@ class Records(unittest.TestCase):
         self.assertEqual(row(md, "pagegram_s4")[1], "4")
         self.assertEqual(row(md, "pagegram_s4")[6], "3.4000")
         self.assertNotIn("(no record)", md)
+
+
+# The factor screening (experiments/regime_factors/sweep.yaml's shape): flat and Engram-style per factor level.
+FACTOR_SWEEP = """
+name: regime_factors
+description: "factor screening test"
+base: base.yaml
+seeds: [0, 1]
+variants:
+  flat: {memory.layout: flat}
+  engram: {memory.layout: engram}
+  flat_bf16: {memory.layout: flat, train.precision: bf16}
+  engram_bf16: {memory.layout: engram, train.precision: bf16}
+  engram_r21: {memory.layout: engram, memory.head_dim: 21}
+  flat_batch2x: {memory.layout: flat, train.tokens_per_step: 32768}
+  engram_batch2x: {memory.layout: engram, train.tokens_per_step: 32768}
+"""
+# What each factor's records set in the config: (section, key, value) to set, and to add.
+FACTOR_KEYS = {"bf16": ((), (("train", "precision", "bf16"),)), "r21": ((("memory", "head_dim", 21),), ()),
+               "batch2x": ((("train", "tokens_per_step", 32768),), ())}
+
+
+def screening(md):
+    """{level: cells} of the factor screening table (the rows under its heading)."""
+    part = md.split("### Factor screening", 1)[1].split("\n\n", 2)[1]
+    cells = [[c.strip() for c in line.strip().strip("|").split("|")] for line in part.splitlines()[2:]]
+    return {c[1]: c for c in cells}
+
+
+class FactorScreening(unittest.TestCase):
+    # Final held-out losses {(variant, seed): loss}: seeds 0 and 1 for the base and bf16 pairs, seed 0 for the rest;
+    # engram_batch2x has no record (pending), nor flat_batch2x-s1.
+    FINALS = {("flat", 0): 3.50, ("engram", 0): 3.51, ("flat", 1): 3.52, ("engram", 1): 3.50,
+              ("flat_bf16", 0): 3.48, ("engram_bf16", 0): 3.50, ("flat_bf16", 1): 3.49, ("engram_bf16", 1): 3.48,
+              ("engram_r21", 0): 3.55, ("flat_batch2x", 0): 3.60}
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.d = self.tmp.name
+        t = os.path.join(self.d, "experiments", "regime_factors")
+        os.makedirs(t)
+        with open(os.path.join(t, "base.yaml"), "w") as f:
+            f.write(RECORD_BASE)
+        with open(os.path.join(t, "sweep.yaml"), "w") as f:
+            f.write(FACTOR_SWEEP)
+        for (v, s), x in self.FINALS.items():
+            extra, add = FACTOR_KEYS.get(v.partition("_")[2], ((), ()))
+            write_record(os.path.join(t, "records"), f"{v}-s{s}", v, s, x, layout=v.split("_")[0], extra=extra,
+                         add=add or (("train", "precision", "fp32"),))
+        r = subprocess.run([sys.executable, REPORT, "experiments/regime_factors/sweep.yaml", "--out", "o"], cwd=self.d,
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(os.path.join(self.d, "o", "README.md")) as f:
+            self.md = f.read()
+        self.rows = screening(self.md)
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def diff(self, eng, flat, s):
+        return self.FINALS[(eng, s)] - self.FINALS[(flat, s)]
+
+    def test_pairing_rule(self):
+        pairs = report.factor_pairs(["flat", "engram", "flat_bf16", "engram_bf16", "engram_r21", "flat_only"])
+        self.assertEqual([(p["suffix"], p["engram"], p["flat"], p["vs_base"]) for p in pairs],
+                         [("", "engram", "flat", False), ("bf16", "engram_bf16", "flat_bf16", False),
+                          ("r21", "engram_r21", "flat", True), ("only", None, "flat_only", False)])
+        self.assertEqual(report.factor_pairs(["engram_r21", "engram", "flat"])[0]["suffix"], "")  # base first
+        self.assertEqual(self.rows["r 21"][:3], ["W_V compression", "r 21", "engram_r21 − flat (vs base flat)"])
+        self.assertEqual(self.rows["bf16"][:3], ["precision", "bf16", "engram_bf16 − flat_bf16"])
+        self.assertEqual(self.rows["base"][2], "engram − flat")
+        self.assertEqual(list(self.rows), ["base", "bf16", "r 21", "batch 2x"])
+
+    def test_differences_and_change_vs_base(self):
+        base = {s: self.diff("engram", "flat", s) for s in (0, 1)}
+        bf16 = {s: self.diff("engram_bf16", "flat_bf16", s) for s in (0, 1)}
+        r = self.rows["base"]
+        self.assertEqual(r[4:11], [f"{np.mean([3.50, 3.52]):.4f}", f"{np.mean([3.51, 3.50]):.4f}",
+                                   f"{np.mean(list(base.values())):+.4f}", "2", "(reference)", "no (ahead)", "—"])
+        # bf16, 2 seeds: mean difference +0.005, change paired over seeds 0 and 1: +0.010 (below the threshold)
+        r = self.rows["bf16"]
+        self.assertEqual(r[6:11], [f"{np.mean(list(bf16.values())):+.4f}", "2",
+                                   f"{np.mean([bf16[s] - base[s] for s in (0, 1)]):+.4f}", "yes (trails)", "no"])
+        self.assertEqual(r[6], "+0.0050")
+        self.assertEqual(r[8], "+0.0100")
+        # r21, seed 0, against the base flat run: +0.05; change vs base +0.04 (over the threshold: worth seeds 1-2)
+        r = self.rows["r 21"]
+        d = self.diff("engram_r21", "flat", 0)
+        self.assertEqual(r[4:11], ["3.5000", "3.5500", f"{d:+.4f}", "1", f"{d - base[0]:+.4f}", "yes (trails)",
+                                   "**yes**"])
+        self.assertEqual(r[8], "+0.0400")
+        self.assertIn(f"exceeds {report.SCREEN_THRESHOLD:.2f} nats either way", self.md)
+        # the regime each factor moves
+        self.assertEqual(r[3], "rows/head 24,414 → 74,405; lookups/row/step 0.67 → 0.22; lookups/row/run 307 → 101; "
+                               "W_V 8.0 : 1 → 2.6 : 1")
+        self.assertEqual(self.rows["bf16"][3], "precision fp32 → bf16")
+        # the screening table replaces the every-pair table; the final-loss table and stalls stay
+        self.assertNotIn("### Paired differences", self.md)
+        self.assertEqual(row(self.md, "engram_bf16")[1], "2")
+        self.assertIn("### Stalls", self.md)
+
+    def test_missing_run_is_pending(self):
+        r = self.rows["batch 2x"]
+        self.assertEqual(r[4:11], ["3.6000", "·", "pending", "0", "pending", "—", "—"])
+        # its regime from the base run's config with the sweep file's overrides (no record of engram_batch2x)
+        self.assertEqual(r[3], "steps 458 → 229; tokens/step 16,384 → 32,768; lookups/row/step 0.67 → 1.34")
+        self.assertIn("engram_batch2x-s0 (no record)", self.md)
+        self.assertIn("engram_r21-s1 (no record)", self.md)
 
 
 class Stalls(unittest.TestCase):
