@@ -4,6 +4,8 @@ PNG figures (SPEC §8; report Table 1, 2, the S sweep, the ablations, the LR gri
 
   python3 experiments/report.py experiments/table1/sweep.yaml --out experiments/table1/
   python3 experiments/report.py runs/table1/sweep.json runs/table2/sweep.json --out experiments/table1_2/
+  python3 experiments/report.py experiments/regime_table2/sweep.yaml --out experiments/regime_table2/ \
+      --compare-budget experiments/regime_stage2/sweep.yaml
   python3 experiments/report.py --flashsim fs.h5 --iobench io.h5 [--iobench-disk 'NVMe X'] --out experiments/storage/
   python3 experiments/report.py --selftest
 
@@ -647,6 +649,8 @@ REPORT_NUM = {
     "iobench": {"budget": "NVMe", ("engram", 64): "17K", ("pagegram", 64): "119K", "read_us_depth1": "60"},
 }
 REPORT_NUM["regime_stage1"] = REPORT_NUM["table1"]  # the regime-matched Table 1 compares with Table 1
+REPORT_NUM["regime_stage2"] = REPORT_NUM["table1"]  # stage 2: Table 1 (and the S sweep, which has no number)
+REPORT_NUM["regime_table2"] = REPORT_NUM["table2"]  # the regime-matched Table 2 compares with Table 2
 
 
 def rnum(kind, key):
@@ -727,6 +731,41 @@ REPORT = {
     "regime_factors": dict(
         title="Factor screening (issue 13 stage 1): one quantity at a time, Engram-style − flat at seed 0"),
 }
+
+
+def merged_pairs(*groups, skip=()):
+    """The pairs of several kinds' tables in order, each (A, B) once: a pair two tables share keeps its first
+    place and both report texts ('; '-joined). Pairs naming a variant in skip are left out."""
+    out = {}
+    for pairs in groups:
+        for a, b, ref in pairs:
+            if a in skip or b in skip:
+                continue
+            if (a, b) not in out:
+                out[(a, b)] = ref
+            elif ref not in out[(a, b)]:
+                out[(a, b)] += f"; {ref}"
+    return [(a, b, ref) for (a, b), ref in out.items()]
+
+
+# Issue 13 stage 2: Table 1 and the S sweep (Table 4 / Fig. 3) in one sweep at the regime preset (no S=60).
+REPORT["regime_stage2"] = dict(
+    title="Regime-matched Table 1 and S sweep (issue 13 stage 2): none / flat / Engram-style / PageGram S ∈ {1, 4, "
+          "8, 15} at the report's steps, lookups per row and params per token (report: 60M tokens, 5 seeds)",
+    pairs=merged_pairs(REPORT["table1"]["pairs"], REPORT["table4_s_sweep"]["pairs"],
+                       [("pagegram_s4", "pagegram_s8", "steps matched: ≈13M / 131,072 = step ≈99, ≈1.6M "
+                         "tokens here")],
+                       skip=("pagegram_s60",)),
+    extra=REPORT["table1"]["extra"])
+# Issue 13, Table 2 at the regime preset: 2x stage 2's tokens; the budget section compares it with stage 2.
+REPORT["regime_table2"] = dict(
+    title="Regime-matched Table 2 (issue 13): none / flat / Engram-style / PageGram S=4 at 2× stage 2's tokens "
+          "(report: 120M tokens, 3 seeds)",
+    pairs=list(REPORT["table2"]["pairs"]))
+# The kinds that get the optional sections of sweep_section.
+STABILITY_KINDS = ("table4_s_sweep", "regime_stage2")  # the stability table (final loss, rise above the best)
+THROUGHPUT_KINDS = ("table1", "table2", "regime_stage2", "regime_table2")  # the throughput table
+S_SWEEP_KINDS = ("table4_s_sweep", "regime_stage2")  # Fig. 3
 
 
 def throughput_table(sw, variants):
@@ -1529,10 +1568,10 @@ def sweep_section(sw, out, kind, stall=(STALL_WINDOW, STALL_DELTA)):
                   "dropped); 'A better' = seeds where A's final held-out loss is lower.", "",
                   table, "", cap, ""]
     parts += ["### Stalls", "", stall_table(sw, *stall), ""]
-    if kind == "table4_s_sweep":
+    if kind in STABILITY_KINDS:
         parts += ["### Stability: final loss and its rise above the run's best held-out loss", "",
                   stability_table(sw, variants), "", cap, ""]
-    if kind in ("table1", "table2"):
+    if kind in THROUGHPUT_KINDS:
         parts += ["### Throughput", "", throughput_table(sw, variants), "", ref.get("extra", ""), "", cap, ""]
 
     figs = []
@@ -1553,8 +1592,8 @@ def sweep_section(sw, out, kind, stall=(STALL_WINDOW, STALL_DELTA)):
                                    f"({REPORT_NUM[kind]['budget']}), drawn at "
                                    "the end of our run; our final mean is the filled marker."
                                    if rdiff else "the report gives no number for this sweep's differences to flat."))
-    if kind == "table4_s_sweep" and fig_s_sweep(sw, os.path.join(out, p + "fig3-s-sweep.png"),
-                                                "Fig. 3: the S sweep") is not None:
+    if kind in S_SWEEP_KINDS and fig_s_sweep(sw, os.path.join(out, p + "fig3-s-sweep.png"),
+                                             f"Fig. 3 ({sw.name}): the S sweep") is not None:
         figs.append(f"![Fig. 3]({p}fig3-s-sweep.png)")
     if figs:
         parts += ["### Figures", ""] + [f + "\n" for f in figs]
@@ -1577,15 +1616,53 @@ BUDGET_CONTRASTS = [
 ]
 
 
+# Config keys two budgets may differ in (besides the runs' own keys): the budget, the seed, what a variant sets.
+BUDGET_FREE = ("train.tokens", "train.steps", "train.seed", "memory.layout", "memory.slots")
+
+
+def config_values(sw):
+    """{dotted config key: {normalized value: value as text}} over a sweep's runs with a config, without the keys
+    BUDGET_FREE, RUN_OWNED and the log-only memory keys name."""
+    skip = set(BUDGET_FREE) | set(RUN_OWNED) | {f"memory.{k}" for k in LOG_ONLY_KEYS}
+    out = {}
+    for r in sw.runs:
+        for k, v in _flatten(r.get("config") or {}).items():
+            if k not in skip:
+                out.setdefault(k, {})[repr(_norm(v))] = str(v)
+    return out
+
+
+def budget_mismatch(short, long):
+    """['key short → long'] of the config keys on which two budgets' runs disagree (keys both have; the values of
+    every run, so a key a variant sets compares as the set of its values): a non-empty list says the two sweeps
+    differ in more than their tokens; None when either has no config yet."""
+    a, b = config_values(short), config_values(long)
+    if not a or not b:
+        return None
+    return [f"{k} {'/'.join(sorted(a[k].values()))} → {'/'.join(sorted(b[k].values()))}"
+            for k in sorted(set(a) & set(b)) if set(a[k]) != set(b[k])]
+
+
 def budget_section(short, long):
-    """Contrasts at two token budgets (short: Table 1, long: Table 2), paired over the seeds both finished."""
+    """Contrasts at two token budgets (short: Table 1, long: Table 2), paired over the seeds both finished; says
+    whether the two sweeps' configs differ in anything besides the budget (budget_mismatch)."""
     def tokens(sw):
         c = sw.config()
         return fmt_count(total_steps(c["train"]) * c["train"]["tokens_per_step"]) if c else "?"
     ts, tl = tokens(short), tokens(long)
+    diff = budget_mismatch(short, long)
+    if diff is None:
+        same = "*Configs:* not compared (a sweep has no run with a config yet)."
+    elif diff:
+        same = (f"**Not the same setup besides the budget ({len(diff)} keys):** {'; '.join(diff)}. The changes below "
+                "mix the budget with these.")
+    else:
+        same = ("*Configs:* the two sweeps' runs agree on every config key both record, besides the budget, seeds, "
+                "layouts and S.")
     lines = [f"## Budget: {short.name} ({ts} tokens) vs {long.name} ({tl} tokens)", "",
              f"Each contrast A − B per seed at both budgets, on the seeds where all four runs finished; 'change' = "
              f"{tl} − {ts}, with its paired t-test (two-sided). The report's values are for 60M → 120M tokens.", "",
+             same, "",
              f"| contrast | seeds | at {ts} | at {tl} | change | change t p | sign same at both | report |",
              "|---|---:|---:|---:|---:|---:|---:|---|"]
     for a, b, label, ref in BUDGET_CONTRASTS:
@@ -1610,12 +1687,13 @@ def fig_loss_curves_ok(sw, variants):
 
 
 def kind_of(name, forced):
+    """The sweep kind (a REPORT key or "generic") of a sweep name: forced if given, else the longest REPORT key the
+    name starts with and not followed by a digit (so REPORT's order does not matter: regime_stage2 is not
+    regime_stage1, table10 is not table1, and regime_table2 is not table2, which it does not start with)."""
     if forced:
         return forced
-    for k in REPORT:
-        if name == k or name.startswith(k):
-            return k
-    return "generic"
+    hits = [k for k in REPORT if name.startswith(k) and not name[len(k):len(k) + 1].isdigit()]
+    return max(hits, key=len) if hits else "generic"
 
 
 def main():
@@ -1624,8 +1702,9 @@ def main():
     ap.add_argument("--out", help="output directory (README.md + PNGs)")
     ap.add_argument("--kind", choices=list(REPORT) + ["generic"], help="which report numbers to compare with (default: by sweep name)")
     ap.add_argument("--compare-budget", metavar="SWEEP",
-                    help="the same variants at another token budget (Table 1's sweep for Table 2): adds a table of "
-                         "the memory gain and the layout differences at both budgets")
+                    help="the same variants at another token budget (Table 1's sweep for Table 2; regime_stage2's "
+                         "for regime_table2): adds a table of the memory gain and the layout differences at both "
+                         "budgets, and says whether the two sweeps' configs differ besides the budget")
     ap.add_argument("--flashsim", action="append", default=[], help="`pagegram flashsim --out` HDF5 (Fig. 1c / 4a)")
     ap.add_argument("--iobench", action="append", default=[], help="`pagegram iobench --out` HDF5 (Fig. 4b)")
     ap.add_argument("--iobench-disk", metavar="TEXT",

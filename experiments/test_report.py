@@ -530,6 +530,203 @@ class Records(unittest.TestCase):
         self.assertNotIn("(no record)", md)
 
 
+# Issue 13 stage 2 and the regime-matched Table 2 (experiments/regime_stage2, regime_table2): a few of their variants.
+STAGE2_SWEEP = """
+name: regime_stage2
+description: "stage 2 test"
+base: base.yaml
+seeds: [0, 1, 2]
+variants:
+  none: {memory.layout: none}
+  flat: {memory.layout: flat}
+  engram: {memory.layout: engram}
+  pagegram_s1: {memory.layout: pagegram, memory.slots: 1}
+  pagegram_s4: {memory.layout: pagegram, memory.slots: 4}
+  pagegram_s8: {memory.layout: pagegram, memory.slots: 8}
+"""
+TABLE2_SWEEP = """
+name: regime_table2
+description: "regime table 2 test"
+base: base.yaml
+seeds: [0, 1, 2]
+tokens: 15007744
+variants:
+  none: {memory.layout: none}
+  flat: {memory.layout: flat}
+  engram: {memory.layout: engram}
+  pagegram_s4: {memory.layout: pagegram, memory.slots: 4}
+"""
+
+
+def write_regime_sweep(root, name, text, finals, extra=(), plateau=()):
+    """experiments/<name>/ under root: base.yaml, sweep.yaml (text) and a record per {(variant, seed): final};
+    extra: config keys every record sets; plateau: the (variant, seed) runs that stall from their 4th evaluation."""
+    t = os.path.join(root, "experiments", name)
+    os.makedirs(t)
+    with open(os.path.join(t, "base.yaml"), "w") as f:
+        f.write(RECORD_BASE)
+    with open(os.path.join(t, "sweep.yaml"), "w") as f:
+        f.write(text)
+    for (v, s), x in finals.items():
+        slots = int(v.rsplit("_s", 1)[1]) if v.startswith("pagegram") else 4
+        write_record(os.path.join(t, "records"), f"{v}-s{s}", v, s, x, slots=slots, extra=extra,
+                     plateau_from=3 if (v, s) in plateau else None)
+    return f"experiments/{name}/sweep.yaml"
+
+
+class RegimeStage2(unittest.TestCase):
+    # Offsets to flat per variant (seed s adds 0.01 s); pagegram_s8-s2 and none-s2 have no record, pagegram_s8-s1
+    # stalls from its 4th evaluation (step 138).
+    OFF = {"none": 0.40, "flat": 0.0, "engram": 0.03, "pagegram_s1": -0.02, "pagegram_s4": -0.05, "pagegram_s8": 0.01}
+    MISSING = {("pagegram_s8", 2), ("none", 2)}
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.d = self.tmp.name
+        self.finals = {(v, s): 3.50 + 0.01 * s + off + 0.002 * ((s * 7 + i) % 3)
+                       for i, (v, off) in enumerate(self.OFF.items()) for s in range(3) if (v, s) not in self.MISSING}
+        spec = write_regime_sweep(self.d, "regime_stage2", STAGE2_SWEEP, self.finals, plateau={("pagegram_s8", 1)})
+        r = subprocess.run([sys.executable, REPORT, spec, "--out", "o"], cwd=self.d, capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.out = os.path.join(self.d, "o")
+        with open(os.path.join(self.out, "README.md")) as f:
+            self.md = f.read()
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def diffs(self, a, b):
+        return [self.finals[(a, s)] - self.finals[(b, s)] for s in range(3) if (a, s) in self.finals and
+                (b, s) in self.finals]
+
+    def test_kinds(self):
+        self.assertEqual(report.kind_of("regime_stage2", None), "regime_stage2")
+        self.assertEqual(report.kind_of("regime_table2", None), "regime_table2")
+        self.assertEqual(report.kind_of("regime_stage1", None), "regime_stage1")
+        self.assertEqual(report.kind_of("table2", None), "table2")
+        self.assertEqual(report.kind_of("table2_bf16", None), "table2")  # a prefix still picks its kind
+        self.assertEqual(report.kind_of("table10", None), "generic")  # table1 followed by a digit is not table1
+        self.assertEqual(report.kind_of("regime_stage2", "table1"), "table1")
+        self.assertEqual(report.REPORT_NUM["regime_stage2"], report.REPORT_NUM["table1"])
+        self.assertEqual(report.REPORT_NUM["regime_table2"], report.REPORT_NUM["table2"])
+        self.assertEqual(report.report_diffs("regime_table2", "flat"), {"pagegram_s4": -0.024, "engram": -0.034})
+
+    def test_pairs_are_table1_and_the_s_sweep_once(self):
+        pairs = [(a, b) for a, b, _ in report.REPORT["regime_stage2"]["pairs"]]
+        self.assertEqual(len(pairs), len(set(pairs)))
+        t1 = [(a, b) for a, b, _ in report.REPORT["table1"]["pairs"]]
+        t4 = [(a, b) for a, b, _ in report.REPORT["table4_s_sweep"]["pairs"] if b != "pagegram_s60"]
+        self.assertEqual(pairs, t1 + [p for p in t4 if p not in t1])
+        text = dict(((a, b), t) for a, b, t in report.REPORT["regime_stage2"]["pairs"])
+        self.assertEqual(text[("pagegram_s4", "engram")],
+                         "−0.142 (t p=0.02); Engram-style falls behind on seed 1 too")
+        # in the README: each pair once, the S pairs whose variants the sweep has, no every-pair rows
+        rows = [l.split(" |")[0][2:] for l in self.md.splitlines() if re.match(r"\| \w\w+ − \w+ \|", l)]
+        self.assertEqual(rows, [f"{a} − {b}" for a, b in pairs if b != "pagegram_s15"])
+        self.assertTrue(row(self.md, "pagegram_s4 − flat")[-1].startswith("−0.067 "))
+        d = self.diffs("pagegram_s4", "pagegram_s8")  # pagegram_s8-s2 missing: 2 seeds
+        self.assertEqual(row(self.md, "pagegram_s4 − pagegram_s8")[1:3], ["2", f"{np.mean(d):+.4f}"])
+        d = self.diffs("pagegram_s4", "pagegram_s1")
+        self.assertEqual(row(self.md, "pagegram_s4 − pagegram_s1")[1:3], ["3", f"{np.mean(d):+.4f}"])
+        self.assertIn("3/3", row(self.md, "pagegram_s4 − pagegram_s1"))
+        self.assertEqual(row(self.md, "pagegram_s4 − none")[1], "2")
+
+    def test_sections(self):
+        self.assertIn("## Regime-matched Table 1 and S sweep (issue 13 stage 2)", self.md)
+        self.assertIn("pagegram_s8-s2 (no record)", self.md)
+        self.assertIn("none-s2 (no record)", self.md)
+        # stability: every (variant, seed), a dot where the run is missing
+        st = self.md.split("### Stability", 1)[1].split("### ", 1)[0]
+        cells = row(st, "pagegram_s8")
+        self.assertEqual(cells[1:], [f"{self.finals[('pagegram_s8', 0)]:.4f} (+0.000)",
+                                     f"{self.finals[('pagegram_s8', 1)]:.4f} (+0.000)", "·"])
+        self.assertEqual(row(st, "none")[3], "·")
+        # the stall detector names the run that plateaus, and only it
+        self.assertEqual(row(self.md, "pagegram_s8-s1")[1], "138 (2.26M)")
+        self.assertEqual(len([l for l in self.md.splitlines() if re.match(r"\| \w+-s\d \| \d+ \(", l)]), 1)
+        self.assertIn("### Throughput", self.md)
+        self.assertIn("PageGram 108K vs no table 113K tok/s", self.md)
+        for fig in ("fig1a-loss", "fig1b-diff-to-flat", "fig3-s-sweep"):
+            self.assertIn(f"(regime_stage2-{fig}.png)", self.md)
+            self.assertTrue(os.path.getsize(os.path.join(self.out, f"regime_stage2-{fig}.png")) > 0, fig)
+        self.assertIn("hollow markers = the report's final difference to flat (60M tokens, 5 seeds)", self.md)
+
+    def test_fig3_without_s60(self):
+        sw = report.Sweep(os.path.join(self.d, "experiments", "regime_stage2", "sweep.yaml"))
+        fig = report.fig_s_sweep(sw, os.path.join(self.d, "f3.png"), "Fig. 3")
+        ax, axp = fig.axes[:2]
+        self.assertEqual([t.get_text() for t in ax.get_xticklabels()], ["S=1", "S=4", "S=8", "Engram-\nstyle"])
+        mean = lines(axp)["mean difference"].get_ydata()
+        self.assertAlmostEqual(mean[2], -np.mean(self.diffs("pagegram_s4", "pagegram_s8")))
+
+
+class RegimeBudget(unittest.TestCase):
+    """regime_table2 with --compare-budget regime_stage2: the memory gain of PageGram falls 0.40 → 0.10 and
+    Engram-style − flat goes +0.05 → −0.03 (made-up numbers shaped as the report's 60M → 120M)."""
+    SHORT = {"none": 0.40, "flat": 0.0, "engram": 0.05, "pagegram_s4": 0.0, "pagegram_s8": 0.02}
+    LONG = {"none": 0.10, "flat": 0.0, "engram": -0.03, "pagegram_s4": 0.0}
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.d = self.tmp.name
+        self.short = {(v, s): 3.5 + off + 0.01 * s + 0.003 * ((i + s) % 2)
+                      for i, (v, off) in enumerate(self.SHORT.items()) for s in range(3)}
+        self.long = {(v, s): 3.3 + off + 0.01 * s - 0.002 * ((i * s) % 3)
+                     for i, (v, off) in enumerate(self.LONG.items()) for s in range(3) if (v, s) != ("engram", 2)}
+        self.s2 = write_regime_sweep(self.d, "regime_stage2", STAGE2_SWEEP, self.short)
+        self.t2 = write_regime_sweep(self.d, "regime_table2", TABLE2_SWEEP, self.long,
+                                     extra=[("train", "tokens", 15007744)])
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def run_report(self, *args):
+        r = subprocess.run([sys.executable, REPORT, *args, "--out", "o"], cwd=self.d, capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(os.path.join(self.d, "o", "README.md")) as f:
+            return f.read()
+
+    def test_budget_section(self):
+        md = self.run_report(self.t2, "--compare-budget", self.s2)
+        self.assertIn("## Regime-matched Table 2 (issue 13)", md)
+        self.assertIn("## Budget: regime_stage2 (7.50M tokens) vs regime_table2 (15.01M tokens)", md)
+        self.assertIn("*Configs:* the two sweeps' runs agree on every config key both record", md)
+        budget = md.split("## Budget:", 1)[1]
+        g1 = [self.short[("none", s)] - self.short[("pagegram_s4", s)] for s in range(3)]
+        g2 = [self.long[("none", s)] - self.long[("pagegram_s4", s)] for s in range(3)]
+        gain = row(budget, "memory gain of PageGram S=4 (none − PageGram)")
+        self.assertEqual(gain[1:5], ["3", f"{np.mean(g1):+.4f}", f"{np.mean(g2):+.4f}",
+                                     f"{np.mean(g2) - np.mean(g1):+.4f}"])
+        self.assertEqual(gain[5], report.fp(report.paired_t(np.array(g2) - np.array(g1))[1]))
+        self.assertEqual(gain[6:], ["3/3", "0.40 → 0.095"])
+        self.assertLess(float(gain[4].replace("−", "-")), -0.25)  # the gain falls
+        # engram-s2 of regime_table2 has no record: contrasts with Engram-style on seeds 0 and 1
+        e = row(budget, "Engram-style − flat (negative: Engram-style better)")
+        d1 = np.mean([self.short[("engram", s)] - self.short[("flat", s)] for s in range(2)])
+        d2 = np.mean([self.long[("engram", s)] - self.long[("flat", s)] for s in range(2)])
+        self.assertEqual(e[1:5], ["2", f"{d1:+.4f}", f"{d2:+.4f}", f"{d2 - d1:+.4f}"])
+        self.assertEqual(e[6:], ["0/2", "+0.074 → −0.034"])  # Engram-style catches up: the sign flips
+        # regime_table2's own section: Table 2's pairs and report numbers, throughput, Fig. 1b at 120M
+        self.assertTrue(row(md, "pagegram_s4 − none")[-1].startswith("memory gain falls from 0.40 (60M) to 0.095"))
+        self.assertEqual(row(md, "engram − flat")[-1], "−0.034 (Engram-style beats flat)")
+        self.assertNotIn("| none − flat |", md)  # not every pair: Table 2's
+        self.assertIn("### Throughput", md)
+        self.assertIn("hollow markers = the report's final difference to flat (120M tokens, 3 seeds)", md)
+        self.assertNotIn("### Stability", md)
+
+    def test_budget_flags_a_different_setup(self):
+        """A short budget from another preset (here 4 layers): the section names the keys that differ."""
+        t = os.path.join(self.d, "experiments", "regime_stage2", "records")
+        for fn in os.listdir(t):
+            os.remove(os.path.join(t, fn))
+        for (v, s), x in self.short.items():
+            write_record(t, f"{v}-s{s}", v, s, x, slots=int(v.rsplit("_s", 1)[1]) if v.startswith("pag") else 4,
+                         extra=[("memory", "gate_init", 0.3)])
+        md = self.run_report(self.t2, "--compare-budget", self.s2)
+        self.assertIn("**Not the same setup besides the budget (1 keys):** memory.gate_init 0.3 → 0.5.", md)
+        self.assertIn("memory gain of PageGram S=4 (none − PageGram)", md)  # the contrasts are still given
+
+
 # The factor screening (experiments/regime_factors/sweep.yaml's shape): flat and Engram-style per factor level.
 FACTOR_SWEEP = """
 name: regime_factors
