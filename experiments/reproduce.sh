@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Reproduce the report's tables at this repository's small scale: one command, resumable (finished runs are skipped,
 # interrupted ones resume from their checkpoints; re-run it after a kill).
-# Usage: experiments/reproduce.sh [--only PATTERN] [--report-only] [TARGET ...]
+# Usage: experiments/reproduce.sh [--only PATTERN] [--commit] [--report-only] [TARGET ...]
 #   TARGET: table1 table2 table4_s_sweep table5_ablations table8_lr_grid nf4 storage (default: all, in that order),
-#           regime_stage1
+#           regime_stage1 regime_factors regime_stage2 regime_table2 (issue 13, the regime-matched preset)
 #   --only PATTERN: passed to `sweep run` (e.g. '*-s[012]' runs seeds 0-2 only; the reports cover what finished)
+#   --commit: passed to `sweep run`: each run's record is git-committed as the run ends
 #   --report-only: no build, no runs: the sweeps' READMEs from the committed records (experiments/RECORDS.md)
 # Each sweep: `pagegram sweep prepare` (corpus, tokenizer, token store; cached), runs shared with table1 collected
 # instead of re-run, `pagegram sweep run`, then experiments/report.py -> experiments/<table>/README.md + PNGs.
@@ -13,14 +14,15 @@
 # Cost on the 2-vCPU VM of README.md: ≈3.5 min per 2.5M-token run (table1 ≈ 75 min, all sweeps ≈ 6 h), storage ≈ 10 min.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-only=()
+run_opts=()
 report_only=0
 targets=()
 while [ $# -gt 0 ]; do
   case "$1" in
-    --only) only+=(--only "$2"); shift 2 ;;
+    --only) run_opts+=(--only "$2"); shift 2 ;;
+    --commit) run_opts+=(--commit); shift ;;
     --report-only) report_only=1; shift ;;
-    -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "reproduce: unknown option $1 (hint: --help)" >&2; exit 2 ;;
     *) targets+=("$1"); shift ;;
   esac
@@ -33,20 +35,21 @@ stamp() { echo "[reproduce $(date -u +%H:%M:%S)] $*" >&2; }
 
 for t in "${targets[@]}"; do
   case "$t" in
-    table1|table2|table4_s_sweep|table5_ablations|table8_lr_grid|regime_stage1)
+    table1|table2|table4_s_sweep|table5_ablations|table8_lr_grid|regime_stage1|regime_factors|regime_stage2|regime_table2)
       spec=experiments/$t/sweep.yaml
       if [ $report_only = 0 ]; then
         stamp "$t: prepare"
         $P sweep prepare "$spec"
-        if [ "$t" != table1 ] && [ -d runs/table1 ]; then
+        if [ "${t#regime_}" = "$t" ] && [ "$t" != table1 ] && [ -d runs/table1 ]; then
           $P sweep collect "$spec" --from runs/table1 || true  # shared runs (same name and config hash)
         fi
         stamp "$t: run"
-        $P sweep run "$spec" "${only[@]}"
+        $P sweep run "$spec" "${run_opts[@]}"
       fi
       stamp "$t: report"
       extra=()  # Table 2 answers "does the gain shrink with 2x tokens": compare with Table 1's runs
       if [ "$t" = table2 ] && { [ -f runs/table1/sweep.json ] || compgen -G "experiments/table1/records/*.json" >/dev/null; }; then extra=(--compare-budget experiments/table1/sweep.yaml); fi
+      if [ "$t" = regime_table2 ] && { [ -f runs/regime_stage2/sweep.json ] || compgen -G "experiments/regime_stage2/records/*.json" >/dev/null; }; then extra=(--compare-budget experiments/regime_stage2/sweep.yaml); fi
       $PY experiments/report.py "$spec" "${extra[@]}" --out "experiments/$t/"
       ;;
     nf4)
