@@ -307,28 +307,36 @@ SweepRunResult run_sweep(const SweepSpec& spec, const SweepRunOptions& opt, cons
   std::vector<Child> active;
   std::vector<bool> slot_used(static_cast<size_t>(parallel), false);
   size_t next = 0;
-  double done_seconds = 0.0;
-  int64_t done_steps = 0;
+  // ETA: remaining tokens (runs differ in tokens per step) at the seconds per token of the runs finished by this
+  // runner, else of the sweep's runs finished before (their logs' or records' training time), else of the running
+  // runs so far.
+  const auto tps = [&](size_t i) { return static_cast<double>(runs[i].config.train.tokens_per_step); };
+  double done_seconds = 0.0, done_tokens = 0.0, before_seconds = 0.0, before_tokens = 0.0;
+  for (size_t i = 0; i < runs.size(); ++i)
+    if (initial[i].state == RunState::kFinished && initial[i].elapsed_s > 0)
+      before_seconds += initial[i].elapsed_s, before_tokens += static_cast<double>(initial[i].total_steps) * tps(i);
   Timer since_line;
 
   auto progress_line = [&] {
     if (!on_event) return;
-    int64_t remaining = 0;
+    double remaining = 0;  // tokens
     for (size_t q = next; q < queue.size(); ++q) {
       const RunStatus& s = initial[queue[q]];
-      remaining += s.total_steps - std::max<int64_t>(0, s.checkpoint_step);
+      remaining += static_cast<double>(s.total_steps - std::max<int64_t>(0, s.checkpoint_step)) * tps(queue[q]);
     }
-    double rate_num = done_seconds, rate_den = static_cast<double>(done_steps);
+    double rate_num = done_seconds, rate_den = done_tokens;
+    if (rate_den == 0) rate_num = before_seconds, rate_den = before_tokens;
+    const bool from_running = rate_den == 0;
     std::string cur;
     for (const Child& c : active) {
       const SweepRun& r = runs[c.run];
       const int64_t total = r.config.train.total_steps();
-      remaining += total - c.step;
+      remaining += static_cast<double>(total - c.step) * tps(c.run);
       cur += str(cur.empty() ? " " : "  ", r.name, " ", c.step, "/", total);
-      if (done_steps == 0 && c.step > c.start_step)
-        rate_num += c.timer.seconds(), rate_den += static_cast<double>(c.step - c.start_step);
+      if (from_running && c.step > c.start_step)
+        rate_num += c.timer.seconds(), rate_den += static_cast<double>(c.step - c.start_step) * tps(c.run);
     }
-    const double eta = rate_den > 0 ? rate_num / rate_den * static_cast<double>(remaining) / static_cast<double>(parallel) : -1;
+    const double eta = rate_den > 0 ? rate_num / rate_den * remaining / static_cast<double>(parallel) : -1;
     const int64_t done = res.already_finished + res.finished;
     std::string line = str("[sweep ", spec.name(), "] ", done, "/", res.total, " done",
                            res.failed.empty() ? std::string() : str(", ", res.failed.size(), " failed"), " |", cur,
@@ -397,7 +405,7 @@ SweepRunResult run_sweep(const SweepSpec& spec, const SweepRunOptions& opt, cons
       if (ok && run_dir_finished(r.dir)) {
         ++res.finished;
         done_seconds += secs;
-        done_steps += std::max<int64_t>(1, end_step - c.start_step);
+        done_tokens += static_cast<double>(std::max<int64_t>(1, end_step - c.start_step)) * tps(c.run);
         const RunStatus s = run_status(r);
         const std::string rec = write_run_record(spec, r);
         emit(SweepEvent::kDone, r.name, str("done  ", r.name, " in ", fmt_duration(secs), ": held-out loss ", s.final_loss, "; record ", rec,
