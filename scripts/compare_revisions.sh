@@ -5,7 +5,8 @@
 #   scripts/compare_revisions.sh OLD_BINARY NEW_BINARY [OUT_DIR]
 #
 # Presets: configs/tiny.yaml on the fixture corpus with memory.layout none / flat / engram / pagegram (full runs, 64 steps) and
-# configs/regime.yaml with PageGram S=4 for 3 steps (--stop-after 3; needs its corpus: scripts/main.sh builds it).
+# the same in bf16 (flat / engram / pagegram), and configs/regime.yaml with PageGram S=4 (fp32) and Engram-style (bf16)
+# for 3 steps each (--stop-after 3; needs its corpus: scripts/main.sh builds it; SKIP_REGIME=1 leaves them out).
 set -euo pipefail
 old=$(realpath "$1"); new=$(realpath "$2"); out=${3:-/tmp/pagegram_compare}
 cd "$(dirname "$0")/.."
@@ -28,7 +29,11 @@ tiny=(--config configs/tiny.yaml --set data.corpus="$PWD/tests/fixtures/corpus" 
 for layout in none flat engram pagegram; do
   run "tiny_$layout" "${tiny[@]}" --set memory.layout=$layout
 done
+for layout in flat engram pagegram; do  # bf16 (train.precision), as regime_stage2 trains
+  run "tiny_${layout}_bf16" "${tiny[@]}" --set memory.layout=$layout --set train.precision=bf16
+done
 if [[ -z ${SKIP_REGIME:-} ]]; then
   run regime_pagegram_s4 --config configs/regime.yaml --set memory.layout=pagegram --set memory.slots=4 --stop-after 3
+  run regime_engram_bf16 --config configs/regime.yaml --set memory.layout=engram --set train.precision=bf16 --stop-after 3
 fi
 exit $status
