@@ -226,8 +226,7 @@ Classified classify(const SweepSpec& spec, const SweepRunOptions& opt, bool writ
       });
     initial[i] = run_status(runs[i]);
     if ((initial[i].state == RunState::kFinished || initial[i].state == RunState::kDiverged) &&
-        !record_exists(spec, runs[i]) && write_records)
-    {
+        !record_exists(spec, runs[i]) && write_records) {
       const std::string rec = write_run_record(spec, runs[i]);  // a run finished before records existed (or elsewhere)
       if (opt.commit) commit_or_warn(rec, str(spec.name(), ": record of ", runs[i].name));
     }
