@@ -242,10 +242,6 @@ class DirectSource final : public TableSource {
   DirectSource(const std::string& path, const MemoryLayout& layout, int64_t cache_bytes, int depth)
       : path_(path), layout_(layout), depth_(depth), lru_(cache_bytes / kBlock),
         cache_(static_cast<size_t>(cache_bytes / kBlock * kBlock)) {
-#ifndef PG_HAVE_URING
-    (void)depth_;
-    throw UserError("table source direct: this build has no io_uring (hint: install liburing-dev and re-run cmake)");
-#else
     if (depth < 1 || depth > 4096) throw UserError(str("table source direct: reads in flight must be in [1, 4096], got ", depth));
     TableFileReader r = TableFileReader::open(path, layout);
     h_ = r.header();
@@ -255,23 +251,49 @@ class DirectSource final : public TableSource {
     if (fd_ < 0)
       throw IoError(str("table file ", path, ": cannot open with O_DIRECT: ", std::strerror(errno),
                         " (hint: tmpfs does not support O_DIRECT; put the table on a disk)"));
-    if (const int e = io_uring_queue_init(static_cast<unsigned>(depth), &ring_, 0); e < 0) {
+    // io_uring, unless this build has none, PAGEGRAM_DIRECT_IO=pread asks for the fallback, or the kernel refuses a
+    // ring (disabled by sysctl, a container's seccomp profile, an emulator): then blocking pread, one block at a
+    // time. Same blocks, same verification, same rows; only the reads are not overlapped.
+    const char* io = std::getenv("PAGEGRAM_DIRECT_IO");
+    const std::string want = io ? io : "auto";
+    if (want != "auto" && want != "uring" && want != "pread") {
       ::close(fd_);
-      throw IoError(str("table source direct: io_uring_queue_init(", depth, ") failed: ", std::strerror(-e),
-                        " (hint: io_uring may be disabled: /proc/sys/kernel/io_uring_disabled)"));
+      throw UserError(str("PAGEGRAM_DIRECT_IO=", want, ": unknown (hint: auto, uring or pread)"));
     }
+#ifdef PG_HAVE_URING
+    if (want != "pread") {
+      if (const int e = io_uring_queue_init(static_cast<unsigned>(depth), &ring_, 0); e < 0) {
+        if (want == "uring") {
+          ::close(fd_);
+          throw IoError(str("table source direct: io_uring_queue_init(", depth, ") failed: ", std::strerror(-e),
+                            " (hint: io_uring may be disabled: /proc/sys/kernel/io_uring_disabled; "
+                            "PAGEGRAM_DIRECT_IO=auto falls back to pread)"));
+        }
+        no_uring_ = str("io_uring unavailable: ", std::strerror(-e));
+      } else {
+        uring_ = true;
+      }
+    } else {
+      no_uring_ = "PAGEGRAM_DIRECT_IO=pread";
+    }
+#else
+    if (want == "uring") {
+      ::close(fd_);
+      throw UserError("table source direct: this build has no io_uring (hint: install liburing-dev and re-run cmake, "
+                      "or PAGEGRAM_DIRECT_IO=auto for pread)");
+    }
+    no_uring_ = "this build has no io_uring";
 #endif
   }
   ~DirectSource() override {
 #ifdef PG_HAVE_URING
-    if (fd_ >= 0) {
-      io_uring_queue_exit(&ring_);
-      ::close(fd_);
-    }
+    if (uring_) io_uring_queue_exit(&ring_);
 #endif
+    if (fd_ >= 0) ::close(fd_);
   }
   std::string describe() const override {
-    return str("direct ", path_, " (", quantization_name(h_.quantization), ", O_DIRECT, io_uring depth ", depth_, ", LRU cache ",
+    return str("direct ", path_, " (", quantization_name(h_.quantization), ", O_DIRECT, ",
+               uring_ ? str("io_uring depth ", depth_) : str("pread, one read at a time (", no_uring_, ")"), ", LRU cache ",
                lru_.capacity() == 0 ? std::string("none") : format_bytes(lru_.capacity() * kBlock), ")");
   }
 
@@ -355,10 +377,39 @@ class DirectSource final : public TableSource {
   // for (the kernel writes into their buffers until they complete) and the cache is emptied (its slots of this fetch
   // hold no verified data) before the error is thrown.
   void read_all() {
+    std::string error;
+    if (uring_) read_uring(error);
+    else read_pread(error);
+    if (!error.empty()) {
+      lru_.clear();
+      throw IoError(error);
+    }
+  }
+  // The error of a completed read of r (res bytes or -errno), or "" when it is whole and verified.
+  std::string check_read(const Read& r, int64_t res) const {
+    const uint64_t off = h_.data_offset() + static_cast<uint64_t>(r.block) * kBlock;
+    if (res != kBlock)
+      return str("table file ", path_, ": read of data block ", r.block, " at byte offset ", off, " returned ",
+                 res < 0 ? std::string(std::strerror(static_cast<int>(-res))) : str(res, " bytes"));
+    if (data::xxh64_bytes(r.dst, kBlock) != h_.checksums[r.block])
+      return str("table file ", path_, ": data block ", r.block, " at byte offset ", off,
+                 ": checksum mismatch (corrupted) (hint: re-export the table)");
+    return "";
+  }
+  void read_pread(std::string& error) {
+    for (const Read& r : reads_) {
+      const off_t off = static_cast<off_t>(h_.data_offset() + static_cast<uint64_t>(r.block) * kBlock);
+      ssize_t n;
+      do n = ::pread(fd_, r.dst, kBlock, off);
+      while (n < 0 && errno == EINTR);
+      error = check_read(r, n < 0 ? -static_cast<int64_t>(errno) : static_cast<int64_t>(n));
+      if (!error.empty()) return;
+    }
+  }
+  void read_uring(std::string& error) {
 #ifdef PG_HAVE_URING
     size_t next = 0, reaped = 0;
     int inflight = 0;
-    std::string error;
     while (reaped < next || (error.empty() && next < reads_.size())) {
       while (error.empty() && next < reads_.size() && inflight < depth_) {
         io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
@@ -382,21 +433,12 @@ class DirectSource final : public TableSource {
         ++reaped;
         --inflight;
         if (!error.empty()) continue;
-        const Read& r = reads_[io_uring_cqe_get_data64(cqe)];
-        const uint64_t off = h_.data_offset() + static_cast<uint64_t>(r.block) * kBlock;
-        if (cqe->res != kBlock)
-          error = str("table file ", path_, ": read of data block ", r.block, " at byte offset ", off, " returned ",
-                      cqe->res < 0 ? std::string(std::strerror(-cqe->res)) : str(cqe->res, " bytes"));
-        else if (data::xxh64_bytes(r.dst, kBlock) != h_.checksums[r.block])
-          error = str("table file ", path_, ": data block ", r.block, " at byte offset ", off,
-                      ": checksum mismatch (corrupted) (hint: re-export the table)");
+        error = check_read(reads_[io_uring_cqe_get_data64(cqe)], cqe->res);
       }
       io_uring_cq_advance(&ring_, seen);
     }
-    if (!error.empty()) {
-      lru_.clear();
-      throw IoError(error);
-    }
+#else
+    (void)error;
 #endif
   }
 
@@ -407,6 +449,8 @@ class DirectSource final : public TableSource {
   TablePlacement place_;
   RowDecoder decode_ = nullptr;
   int fd_ = -1;
+  bool uring_ = false;    // reads through ring_; else pread
+  std::string no_uring_;  // why not (describe())
 #ifdef PG_HAVE_URING
   io_uring ring_{};
 #endif

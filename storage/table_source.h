@@ -6,6 +6,9 @@
 //           block's checksum is verified the first time any of its rows is read.
 //   direct  the .pgt file through io_uring with O_DIRECT 4 KiB reads and an exact LRU page cache of a configurable
 //           size (0 = none), so cold reads really reach the device. Every block read from the device is verified.
+//           Where the kernel refuses io_uring (sysctl, a container's seccomp profile, an emulator) or the build has
+//           no liburing, or with PAGEGRAM_DIRECT_IO=pread, the same blocks are read by blocking pread one at a
+//           time (describe() says which and why); PAGEGRAM_DIRECT_IO=uring makes a missing io_uring an error.
 //
 // Reads are accounted as the flash simulator counts them (storage/flash_sim.h, SPEC §7): each position's rows map
 // to 4 KiB blocks (MemoryLayout::block_of; a unit spanning several blocks contributes all), duplicates within a
@@ -56,7 +59,7 @@ std::unique_ptr<TableSource> ram_table_source(const MemoryLayout& layout, const 
 std::unique_ptr<TableSource> mmap_table_source(const std::string& path, const MemoryLayout& layout, bool warm,
                                                bool progress = false);
 // The .pgt file read with O_DIRECT through io_uring (depth reads in flight), with an LRU cache of cache_bytes
-// (rounded down to 4 KiB blocks; 0 = none). UserError when this build has no io_uring.
+// (rounded down to 4 KiB blocks; 0 = none); blocking pread where io_uring is not available (see above).
 std::unique_ptr<TableSource> direct_table_source(const std::string& path, const MemoryLayout& layout,
                                                  int64_t cache_bytes, int depth = 64);
 

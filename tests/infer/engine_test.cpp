@@ -233,6 +233,66 @@ TEST_F(EngineTest, ReadsPerTokenEqualTheFlashSimulatorOnTheSameStream) {
   }
 }
 
+// Where io_uring is refused (a container's seccomp profile, a sysctl, an emulator), the direct source reads the
+// same blocks by blocking pread: the same tokens and logits as mmap, the same device reads as the simulator counts
+// with io_uring, and a corrupt block is still an error. PAGEGRAM_DIRECT_IO picks the path here.
+TEST_F(EngineTest, ThePreadFallbackReadsWhatIoUringReads) {
+  struct EnvIo {
+    explicit EnvIo(const char* v) { setenv("PAGEGRAM_DIRECT_IO", v, 1); }
+    ~EnvIo() { unsetenv("PAGEGRAM_DIRECT_IO"); }
+  };
+  const std::vector<int32_t> p = prompt(10, 17);
+  std::vector<std::vector<float>> lm;
+  const std::vector<int32_t> ref = greedy(*engine("pagegram", "mmap"), p, 8, &lm);
+  int64_t reads_auto = -1;
+  {
+    std::unique_ptr<Engine> e = engine("pagegram", "direct", 0);
+    EXPECT_EQ(greedy(*e, p, 8), ref);
+    reads_auto = e->source()->stats().device_reads;
+  }
+  const EnvIo io("pread");
+  std::unique_ptr<Engine> e = engine("pagegram", "direct", 0);
+  EXPECT_NE(e->source()->describe().find("pread, one read at a time (PAGEGRAM_DIRECT_IO=pread)"), std::string::npos)
+      << e->source()->describe();
+  std::vector<std::vector<float>> lp;
+  EXPECT_EQ(greedy(*e, p, 8, &lp), ref);
+  EXPECT_EQ(lp, lm);
+  EXPECT_EQ(e->source()->stats().device_reads, reads_auto);
+  EXPECT_GT(reads_auto, 0);
+  // A corrupt block through pread: an IoError naming the block.
+  const std::string bad = (dir_ / "corrupt_pread.pgt").string();
+  fs::copy_file(table("pagegram"), bad, fs::copy_options::overwrite_existing);
+  const TableFileHeader h = TableFileReader::read_header(bad);
+  {
+    std::fstream f(bad, std::ios::in | std::ios::out | std::ios::binary);
+    for (uint64_t b = 0; b < h.data_blocks; ++b) {
+      f.seekp(static_cast<std::streamoff>(h.data_offset() + b * 4096 + 7));
+      f.put('\x7f');
+    }
+  }
+  EngineOptions o;
+  o.checkpoint = ckpt("pagegram");
+  o.table = bad;
+  o.table_mode = "direct";
+  o.progress = false;
+  std::unique_ptr<Engine> c = open_engine(o);
+  const int64_t s = c->open({});
+  try {
+    c->feed(s, prompt(3, 1));
+    ADD_FAILURE() << "pread: no error";
+  } catch (const IoError& err) {
+    EXPECT_NE(std::string(err.what()).find("checksum mismatch"), std::string::npos) << err.what();
+  }
+  // An unknown value is a clear error.
+  const EnvIo wrong("uringg");
+  try {
+    engine("pagegram", "direct", 0);
+    ADD_FAILURE() << "PAGEGRAM_DIRECT_IO=uringg accepted";
+  } catch (const UserError& err) {
+    EXPECT_NE(std::string(err.what()).find("auto, uring or pread"), std::string::npos) << err.what();
+  }
+}
+
 TEST_F(EngineTest, ReadsOverlappingTheEarlierBlocksGiveTheBitsOfReadingFirst) {
   for (const std::string name : {"pagegram_late", "pagegram", "engram"})
     for (const std::string mode : {"", "direct"}) {

@@ -88,7 +88,16 @@ TEST(IoBench, SuiteReusesOnlyIntactTableFiles) {
       if (l.find(what) != std::string::npos) return true;
     return false;
   };
-  const IoBenchSuiteResult first = run();
+  IoBenchSuiteResult first;
+  try {
+    first = run();
+  } catch (const IoError& e) {  // iobench measures io_uring queue depths: nothing to measure without it
+    if (std::string(e.what()).find("io_uring_queue_init") != std::string::npos) {
+      std::filesystem::remove_all(cfg.dir);
+      GTEST_SKIP() << e.what();
+    }
+    throw;
+  }
   ASSERT_EQ(first.created.size(), 1u);
   const std::string path = first.created[0];
   ASSERT_TRUE(std::filesystem::exists(path));
