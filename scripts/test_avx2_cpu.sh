@@ -41,7 +41,14 @@ for t in "$bdir"/tests/test_*; do
   s=$(date +%s)
   log=$(mktemp)
   if qemu-x86_64 -cpu "$cpu" "$t" --gtest_brief=1 --gtest_filter="-$skip" >"$log" 2>&1; then
-    echo "  $(basename "$t"): $(grep -E '^\[  PASSED  \]' "$log" | sed 's/\[  PASSED  \] //')$(grep -E '^\[  SKIPPED \]' "$log" | sed 's/\[  SKIPPED \] /, skipped /; s/, listed below://') ($(( $(date +%s) - s )) s)"
+    passed=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) tests\{0,1\}\..*/\1/p' "$log")
+    skipped=$(sed -n 's/^\[  SKIPPED \] \([0-9]*\) tests\{0,1\}.*/\1/p' "$log")
+    if [ -z "$passed" ]; then
+      echo "test_avx2_cpu: $(basename "$t") exited 0 without a GoogleTest summary" >&2
+      tail -5 "$log" >&2
+      rc=1
+    fi
+    echo "  $(basename "$t"): ${passed:-0} passed${skipped:+, $skipped skipped} ($(( $(date +%s) - s )) s)"
   else
     code=$?
     echo "test_avx2_cpu: $(basename "$t") failed on the emulated AVX2-only CPU (exit $code$([ $code -eq 132 ] && echo ': SIGILL, an instruction this CPU lacks'))" >&2
