@@ -31,6 +31,14 @@ namespace pg {
 
 namespace fs = std::filesystem;
 
+double sweep_seconds_per_token(std::vector<double> this_runner, const std::vector<double>& before) {
+  if (this_runner.size() < 3) this_runner.insert(this_runner.end(), before.begin(), before.end());
+  if (this_runner.empty()) return -1.0;
+  std::sort(this_runner.begin(), this_runner.end());
+  const size_t n = this_runner.size();
+  return n % 2 ? this_runner[n / 2] : 0.5 * (this_runner[n / 2 - 1] + this_runner[n / 2]);
+}
+
 std::string self_executable() {
   std::error_code ec;
   fs::path p = fs::read_symlink("/proc/self/exe", ec);
@@ -306,14 +314,13 @@ SweepRunResult run_sweep(const SweepSpec& spec, const SweepRunOptions& opt, cons
   std::vector<Child> active;
   std::vector<bool> slot_used(static_cast<size_t>(parallel), false);
   size_t next = 0;
-  // ETA: remaining tokens (runs differ in tokens per step) at the seconds per token of the runs finished by this
-  // runner, else of the sweep's runs finished before (their logs' or records' training time), else of the running
-  // runs so far.
+  // ETA: remaining tokens (runs differ in tokens per step) at sweep_seconds_per_token of the runs finished by this
+  // runner and before it (their logs' or records' training time), else at the rate of the running runs so far.
   const auto tps = [&](size_t i) { return static_cast<double>(runs[i].config.train.tokens_per_step); };
-  double done_seconds = 0.0, done_tokens = 0.0, before_seconds = 0.0, before_tokens = 0.0;
+  std::vector<double> done_rates, before_rates;  // seconds per token of each finished run
   for (size_t i = 0; i < runs.size(); ++i)
-    if (initial[i].state == RunState::kFinished && initial[i].elapsed_s > 0)
-      before_seconds += initial[i].elapsed_s, before_tokens += static_cast<double>(initial[i].total_steps) * tps(i);
+    if (initial[i].state == RunState::kFinished && initial[i].elapsed_s > 0 && initial[i].total_steps > 0)
+      before_rates.push_back(initial[i].elapsed_s / (static_cast<double>(initial[i].total_steps) * tps(i)));
   Timer since_line;
 
   auto progress_line = [&] {
@@ -323,9 +330,9 @@ SweepRunResult run_sweep(const SweepSpec& spec, const SweepRunOptions& opt, cons
       const RunStatus& s = initial[queue[q]];
       remaining += static_cast<double>(s.total_steps - std::max<int64_t>(0, s.checkpoint_step)) * tps(queue[q]);
     }
-    double rate_num = done_seconds, rate_den = done_tokens;
-    if (rate_den == 0) rate_num = before_seconds, rate_den = before_tokens;
-    const bool from_running = rate_den == 0;
+    const double spt = sweep_seconds_per_token(done_rates, before_rates);
+    const bool from_running = spt < 0;
+    double rate_num = from_running ? 0.0 : spt, rate_den = from_running ? 0.0 : 1.0;
     std::string cur;
     for (const Child& c : active) {
       const SweepRun& r = runs[c.run];
@@ -403,8 +410,7 @@ SweepRunResult run_sweep(const SweepSpec& spec, const SweepRunOptions& opt, cons
       const bool ok = w == c.pid && WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0;
       if (ok && run_dir_finished(r.dir)) {
         ++res.finished;
-        done_seconds += secs;
-        done_tokens += static_cast<double>(std::max<int64_t>(1, end_step - c.start_step)) * tps(c.run);
+        done_rates.push_back(secs / (static_cast<double>(std::max<int64_t>(1, end_step - c.start_step)) * tps(c.run)));
         const RunStatus s = run_status(r);
         const std::string rec = write_run_record(spec, r);
         emit(SweepEvent::kDone, r.name, str("done  ", r.name, " in ", fmt_duration(secs), ": held-out loss ", s.final_loss, "; record ", rec,

@@ -80,6 +80,12 @@ std::vector<std::string> prepare_sweep_data(const std::vector<SweepRun>& runs);
 // Returns "committed <short sha>" or throws IoError with git's last output line (not a git work tree, no identity...).
 std::string commit_record(const std::string& path, const std::string& message);
 
+// The sweep ETA's seconds per token, from the seconds per token of each run this runner finished and of the sweep's
+// runs finished before it: the median of this runner's once it has 3 (the machine may differ from earlier ones),
+// else the median of all of them; -1 when there are none (the caller then uses the running runs). A median, so one
+// run slowed by other work on the machine does not swing the estimate.
+double sweep_seconds_per_token(std::vector<double> this_runner, const std::vector<double>& before);
+
 // This process's executable (/proc/self/exe): the default pagegram binary of child runs and Slurm scripts.
 std::string self_executable();
 

@@ -387,6 +387,18 @@ TEST(SweepRunner, RunsResumesReportsFailuresAndSkipsFinishedRuns) {
   fs::remove_all(dir);
 }
 
+// The ETA's seconds per token: a median, so one run slowed by other work does not swing it; this runner's own runs
+// once it has 3 (the machine may differ from the earlier runs'), all finished runs before that; none: -1.
+TEST(SweepRunner, EtaRateIsAMedianThatOneSlowRunDoesNotSwing) {
+  EXPECT_EQ(sweep_seconds_per_token({}, {}), -1.0);
+  EXPECT_DOUBLE_EQ(sweep_seconds_per_token({}, {2.0}), 2.0);
+  // one run of this launch slowed 9x beside two earlier runs: the median stays at the typical run
+  EXPECT_DOUBLE_EQ(sweep_seconds_per_token({9.0}, {1.0, 1.1}), 1.1);
+  EXPECT_DOUBLE_EQ(sweep_seconds_per_token({9.0, 1.2}, {1.0, 1.1}), 1.15);
+  // three runs of this launch (a faster machine): the earlier runs no longer count
+  EXPECT_DOUBLE_EQ(sweep_seconds_per_token({0.5, 0.6, 4.0}, {1.0, 1.1, 1.2, 1.3}), 0.6);
+}
+
 // `sweep run --commit`: a record is committed alone (what else is staged stays staged and out of the commit); outside
 // a git work tree the error says which file and what to do.
 TEST(SweepRunner, CommitRecordCommitsThatFileAlone) {
