@@ -410,7 +410,9 @@ SweepRunResult run_sweep(const SweepSpec& spec, const SweepRunOptions& opt, cons
       const bool ok = w == c.pid && WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0;
       if (ok && run_dir_finished(r.dir)) {
         ++res.finished;
-        done_rates.push_back(secs / (static_cast<double>(std::max<int64_t>(1, end_step - c.start_step)) * tps(c.run)));
+        // A resumed run's short tail carries its start-up time: only runs that did at least half their steps here.
+        if (2 * (end_step - c.start_step) >= r.config.train.total_steps())
+          done_rates.push_back(secs / (static_cast<double>(end_step - c.start_step) * tps(c.run)));
         const RunStatus s = run_status(r);
         const std::string rec = write_run_record(spec, r);
         emit(SweepEvent::kDone, r.name, str("done  ", r.name, " in ", fmt_duration(secs), ": held-out loss ", s.final_loss, "; record ", rec,

@@ -7,6 +7,7 @@
 #include <omp.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -237,15 +238,21 @@ TEST_F(EngineTest, ReadsPerTokenEqualTheFlashSimulatorOnTheSameStream) {
 // same blocks by blocking pread: the same tokens and logits as mmap, the same device reads as the simulator counts
 // with io_uring, and a corrupt block is still an error. PAGEGRAM_DIRECT_IO picks the path here.
 TEST_F(EngineTest, ThePreadFallbackReadsWhatIoUringReads) {
-  struct EnvIo {
-    explicit EnvIo(const char* v) { setenv("PAGEGRAM_DIRECT_IO", v, 1); }
-    ~EnvIo() { unsetenv("PAGEGRAM_DIRECT_IO"); }
+  struct EnvIo {  // sets PAGEGRAM_DIRECT_IO for its scope, then restores what was there
+    explicit EnvIo(const char* v) {
+      if (const char* o = std::getenv("PAGEGRAM_DIRECT_IO")) old = o, had = true;
+      setenv("PAGEGRAM_DIRECT_IO", v, 1);
+    }
+    ~EnvIo() { had ? setenv("PAGEGRAM_DIRECT_IO", old.c_str(), 1) : unsetenv("PAGEGRAM_DIRECT_IO"); }
+    std::string old;
+    bool had = false;
   };
   const std::vector<int32_t> p = prompt(10, 17);
   std::vector<std::vector<float>> lm;
   const std::vector<int32_t> ref = greedy(*engine("pagegram", "mmap"), p, 8, &lm);
   int64_t reads_auto = -1;
   {
+    const EnvIo io_auto("auto");
     std::unique_ptr<Engine> e = engine("pagegram", "direct", 0);
     EXPECT_EQ(greedy(*e, p, 8), ref);
     reads_auto = e->source()->stats().device_reads;
