@@ -25,6 +25,7 @@
 #include "data/pipeline.h"
 #include "sweep/records.h"
 #include "sweep/status.h"
+#include "train/overhead.h"
 #include "train/run_log.h"
 
 namespace pg {
@@ -33,10 +34,7 @@ namespace fs = std::filesystem;
 
 double sweep_seconds_per_token(std::vector<double> this_runner, const std::vector<double>& before) {
   if (this_runner.size() < 3) this_runner.insert(this_runner.end(), before.begin(), before.end());
-  if (this_runner.empty()) return -1.0;
-  std::sort(this_runner.begin(), this_runner.end());
-  const size_t n = this_runner.size();
-  return n % 2 ? this_runner[n / 2] : 0.5 * (this_runner[n / 2 - 1] + this_runner[n / 2]);
+  return this_runner.empty() ? -1.0 : median(std::move(this_runner));
 }
 
 std::string self_executable() {

@@ -86,6 +86,17 @@ class EngineTest : public ::testing::Test {
   static inline fs::path dir_;
 };
 
+// Sets PAGEGRAM_DIRECT_IO (the direct source's read path) for its scope, then restores what was there.
+struct EnvIo {
+  explicit EnvIo(const char* v) {
+    if (const char* o = std::getenv("PAGEGRAM_DIRECT_IO")) old = o, had = true;
+    setenv("PAGEGRAM_DIRECT_IO", v, 1);
+  }
+  ~EnvIo() { had ? setenv("PAGEGRAM_DIRECT_IO", old.c_str(), 1) : unsetenv("PAGEGRAM_DIRECT_IO"); }
+  std::string old;
+  bool had = false;
+};
+
 // Greedy decoding for n steps; returns the tokens and the logits of every step.
 std::vector<int32_t> greedy(Engine& e, const std::vector<int32_t>& p, int64_t n, std::vector<std::vector<float>>* logits = nullptr) {
   const int64_t s = e.open({0.0, 0, 0});
@@ -236,17 +247,8 @@ TEST_F(EngineTest, ReadsPerTokenEqualTheFlashSimulatorOnTheSameStream) {
 
 // Where io_uring is refused (a container's seccomp profile, a sysctl, an emulator), the direct source reads the
 // same blocks by blocking pread: the same tokens and logits as mmap, the same device reads as the simulator counts
-// with io_uring, and a corrupt block is still an error. PAGEGRAM_DIRECT_IO picks the path here.
+// with io_uring (a corrupt block: ACorruptBlockIsAnErrorNamingItNeverGarbage). PAGEGRAM_DIRECT_IO picks the path.
 TEST_F(EngineTest, ThePreadFallbackReadsWhatIoUringReads) {
-  struct EnvIo {  // sets PAGEGRAM_DIRECT_IO for its scope, then restores what was there
-    explicit EnvIo(const char* v) {
-      if (const char* o = std::getenv("PAGEGRAM_DIRECT_IO")) old = o, had = true;
-      setenv("PAGEGRAM_DIRECT_IO", v, 1);
-    }
-    ~EnvIo() { had ? setenv("PAGEGRAM_DIRECT_IO", old.c_str(), 1) : unsetenv("PAGEGRAM_DIRECT_IO"); }
-    std::string old;
-    bool had = false;
-  };
   const std::vector<int32_t> p = prompt(10, 17);
   std::vector<std::vector<float>> lm;
   const std::vector<int32_t> ref = greedy(*engine("pagegram", "mmap"), p, 8, &lm);
@@ -266,30 +268,6 @@ TEST_F(EngineTest, ThePreadFallbackReadsWhatIoUringReads) {
   EXPECT_EQ(lp, lm);
   EXPECT_EQ(e->source()->stats().device_reads, reads_auto);
   EXPECT_GT(reads_auto, 0);
-  // A corrupt block through pread: an IoError naming the block.
-  const std::string bad = (dir_ / "corrupt_pread.pgt").string();
-  fs::copy_file(table("pagegram"), bad, fs::copy_options::overwrite_existing);
-  const TableFileHeader h = TableFileReader::read_header(bad);
-  {
-    std::fstream f(bad, std::ios::in | std::ios::out | std::ios::binary);
-    for (uint64_t b = 0; b < h.data_blocks; ++b) {
-      f.seekp(static_cast<std::streamoff>(h.data_offset() + b * 4096 + 7));
-      f.put('\x7f');
-    }
-  }
-  EngineOptions o;
-  o.checkpoint = ckpt("pagegram");
-  o.table = bad;
-  o.table_mode = "direct";
-  o.progress = false;
-  std::unique_ptr<Engine> c = open_engine(o);
-  const int64_t s = c->open({});
-  try {
-    c->feed(s, prompt(3, 1));
-    ADD_FAILURE() << "pread: no error";
-  } catch (const IoError& err) {
-    EXPECT_NE(std::string(err.what()).find("checksum mismatch"), std::string::npos) << err.what();
-  }
   // An unknown value is a clear error.
   const EnvIo wrong("uringg");
   try {
@@ -400,11 +378,12 @@ TEST_F(EngineTest, ACorruptBlockIsAnErrorNamingItNeverGarbage) {
       f.write(&c, 1);
     }
   }
-  for (const std::string mode : {"mmap", "direct"}) {
+  for (const std::string mode : {"mmap", "direct", "direct pread"}) {
+    const EnvIo io(mode == "direct pread" ? "pread" : "auto");
     EngineOptions o;
     o.checkpoint = ckpt("pagegram");
     o.table = bad;
-    o.table_mode = mode;
+    o.table_mode = mode == "mmap" ? "mmap" : "direct";
     o.progress = false;
     std::unique_ptr<Engine> e = open_engine(o);
     const int64_t s = e->open({});
