@@ -572,7 +572,7 @@ def caption(sw):
             f"*Commit:* {', '.join(revs) or '?'} (report generated at {git_head()}). "
             f"*Machine:* {'; '.join(hosts) or '?'}. "
             f"*Time:* {fmt_dur(train_s)} training (sum of elapsed_s over runs"
-            + (f", mean {np.mean(tps):,.0f} tok/s per run" if tps else "") + ").")
+            + (f", median {np.median(tps):,.0f} tok/s per run" if tps else "") + ").")
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -769,15 +769,17 @@ S_SWEEP_KINDS = ("table4_s_sweep", "regime_stage2")  # Fig. 3
 
 
 def throughput_table(sw, variants):
-    lines = ["| variant | tok/s (mean over runs) | vs first |", "|---|---:|---:|"]
+    """tok/s per variant: the median over runs (one run starved by other work on the machine does not move it), the
+    fastest run (the closest to a quiet machine) and the number of runs."""
+    lines = ["| variant | runs | tok/s (median over runs) | fastest run | vs first (median) |", "|---|---:|---:|---:|---:|"]
     base = None
     for v in variants:
         t = [r["tok_per_s"] for r in sw.done if r["variant"] == v and math.isfinite(r["tok_per_s"])]
         if not t:
             continue
-        m = float(np.mean(t))
+        m = float(np.median(t))
         base = base or m
-        lines.append(f"| {v} | {m:,.0f} | {100 * (m / base - 1):+.1f}% |")
+        lines.append(f"| {v} | {len(t)} | {m:,.0f} | {max(t):,.0f} | {100 * (m / base - 1):+.1f}% |")
     return "\n".join(lines)
 
 

@@ -652,7 +652,14 @@ class RegimeStage2(unittest.TestCase):
         self.assertIn("hollow markers = the report's final difference to flat (60M tokens, 5 seeds)", self.md)
 
     def test_fig3_without_s60(self):
-        sw = report.Sweep(os.path.join(self.d, "experiments", "regime_stage2", "sweep.yaml"))
+        # From the synthetic repo, as report.py is run: a sweep's out_dir (runs/<name>) is relative to the working
+        # directory, and the real repo's runs/regime_stage2 must not leak in while a real sweep is running.
+        cwd = os.getcwd()
+        os.chdir(self.d)
+        try:
+            sw = report.Sweep("experiments/regime_stage2/sweep.yaml")
+        finally:
+            os.chdir(cwd)
         fig = report.fig_s_sweep(sw, os.path.join(self.d, "f3.png"), "Fig. 3")
         ax, axp = fig.axes[:2]
         self.assertEqual([t.get_text() for t in ax.get_xticklabels()], ["S=1", "S=4", "S=8", "Engram-\nstyle"])
@@ -1100,6 +1107,17 @@ class Figures(unittest.TestCase):
         self.assertEqual(list(ln.get_xdata()), [70.0, 70.0])
         ours = [v for k, v in lines(fig.axes[0]).items() if not k.startswith("report")]
         self.assertEqual(len({(l.get_marker(), l.get_linestyle()) for l in ours}), 2)
+
+
+class ThroughputTable(unittest.TestCase):
+    def test_median_and_fastest_run_so_one_starved_run_does_not_move_it(self):
+        import types
+        runs = [("a", 1000.0), ("a", 1100.0), ("a", 100.0), ("b", 500.0), ("b", 550.0), ("b", float("nan"))]
+        sw = types.SimpleNamespace(done=[{"variant": v, "tok_per_s": t} for v, t in runs])
+        md = report.throughput_table(sw, ["a", "b", "c"])
+        self.assertIn("| a | 3 | 1,000 | 1,100 | +0.0% |", md)
+        self.assertIn("| b | 2 | 525 | 550 | -47.5% |", md)
+        self.assertNotIn("| c |", md)
 
 
 if __name__ == "__main__":
