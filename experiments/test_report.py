@@ -2,12 +2,14 @@
 """Tests of experiments/report.py on synthetic sweeps (run by ctest as `report_py`; or directly:
 `/usr/bin/python3 experiments/test_report.py`). The logs follow README.md "Run log" with known final losses, so every
 number the report prints can be checked against arithmetic done here."""
+import contextlib
 import json
 import os
 import re
 import subprocess
 import sys
 import tempfile
+import types
 import unittest
 
 import h5py
@@ -654,12 +656,8 @@ class RegimeStage2(unittest.TestCase):
     def test_fig3_without_s60(self):
         # From the synthetic repo, as report.py is run: a sweep's out_dir (runs/<name>) is relative to the working
         # directory, and the real repo's runs/regime_stage2 must not leak in while a real sweep is running.
-        cwd = os.getcwd()
-        os.chdir(self.d)
-        try:
+        with contextlib.chdir(self.d):
             sw = report.Sweep("experiments/regime_stage2/sweep.yaml")
-        finally:
-            os.chdir(cwd)
         fig = report.fig_s_sweep(sw, os.path.join(self.d, "f3.png"), "Fig. 3")
         ax, axp = fig.axes[:2]
         self.assertEqual([t.get_text() for t in ax.get_xticklabels()], ["S=1", "S=4", "S=8", "Engram-\nstyle"])
@@ -1111,7 +1109,6 @@ class Figures(unittest.TestCase):
 
 class ThroughputTable(unittest.TestCase):
     def test_median_and_fastest_run_so_one_starved_run_does_not_move_it(self):
-        import types
         runs = [("a", 1000.0), ("a", 1100.0), ("a", 100.0), ("b", 500.0), ("b", 550.0), ("b", float("nan"))]
         sw = types.SimpleNamespace(done=[{"variant": v, "tok_per_s": t} for v, t in runs])
         md = report.throughput_table(sw, ["a", "b", "c"])
