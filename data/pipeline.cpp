@@ -444,4 +444,13 @@ DataSet open_dataset(const DataConfig& cfg, const TokenizerConfig& tcfg, const s
   return ds;
 }
 
+std::string dataset_fingerprint(const DataSet& ds) {
+  PG_CHECK(ds.train && ds.heldout, "dataset_fingerprint: the dataset is not open");
+  const TokenStoreHeader& tr = ds.train->header();
+  const TokenStoreHeader& he = ds.heldout->header();
+  return str("train ", tr.n_tokens, " tokens ", tr.n_docs, " docs; heldout ", he.n_tokens, " tokens ", he.n_docs,
+             " docs; vocab ", tr.info.vocab_size, "; tokenizer ", hex64(tr.info.tokenizer_hash), "; manifest ",
+             hex64(tr.info.manifest_hash), "; split_seed ", tr.info.split_seed);
+}
+
 }  // namespace pg::data

@@ -96,5 +96,10 @@ struct DataSet {
 // Opens the tokenizer and both stores (fully validated, tokenizer hash checked). Throws IoError naming the
 // command that builds whatever is missing, ConfigError when data.val_tokens exceeds the held-out tokens.
 DataSet open_dataset(const DataConfig& cfg, const TokenizerConfig& tcfg, const std::string& config_path = "");
+// One line naming the data a run trains on, e.g. "train 260332022 tokens 544795 docs; heldout 38940744 tokens 80919
+// docs; vocab 8192; tokenizer <hex>; manifest <hex>; split_seed 0" (from the stores' headers). Two corpus builds
+// differ in it even when only a few documents changed (the token and document counts, and the manifest hash,
+// which includes the build's time): runs whose fingerprints differ trained on other windows.
+std::string dataset_fingerprint(const DataSet& ds);
 
 }  // namespace pg::data

@@ -168,7 +168,7 @@ std::string run_record_json(const SweepSpec& spec, const SweepRun& run) {
     << ", \"kernels\": " << json_escape(attr("kernels"))
     << ", \"revisions\": " << json_escape(attr("revisions")) << ",\n  \"cpu\": " << json_escape(attr("cpu"))
     << ", \"host\": " << json_escape(attr("host")) << ", \"threads\": "
-    << (r.has_attr("threads") ? r.attr_int("threads") : 0) << ",\n";
+    << (r.has_attr("threads") ? r.attr_int("threads") : 0) << ", \"data\": " << json_escape(attr("data")) << ",\n";
   j << "  \"compiler_flags\": " << json_escape(attr("compiler_flags")) << ", \"started\": " << json_escape(attr("started"))
     << ", \"updated\": " << json_escape(attr("updated")) << ",\n";
   j << "  \"steps\": " << (steps.empty() ? 0 : steps.back()) << ", \"total_steps\": " << run.config.train.total_steps()

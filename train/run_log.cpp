@@ -77,6 +77,13 @@ RunLog::RunLog(std::string path, RunMeta meta, int64_t resume_step)
   h5::Group r = f.root();
   if (!r.has_attr("format") || r.attr_string("format") != "pagegram-runlog")
     throw IoError(str(path_, ": not a pagegram run log (attribute 'format' missing or different)"));
+  // A run resumed on another corpus build would go on with other training windows: refuse (logs written before the
+  // attribute existed carry none and pass).
+  if (const std::string was = r.has_attr("data") ? r.attr_string("data") : std::string();
+      !was.empty() && !meta_.data.empty() && was != meta_.data)
+    throw IoError(str(path_, ": the run started on other data (log: '", was, "'; now: '", meta_.data,
+                      "') (hint: the corpus or token stores were rebuilt since; start the run over in a new "
+                      "train.out_dir)"));
   // Per-step arrays are checked against their step array before anything is truncated or kept.
   check_aligned(r.sub("train"), path_);
   check_aligned(r.sub("eval"), path_);
@@ -204,6 +211,7 @@ void RunLog::flush() {
     r.set_attr("pinned", int64_t{meta_.pinned ? 1 : 0});
     r.set_attr("cpus", meta_.cpus);
     r.set_attr("ranks", meta_.ranks);
+    r.set_attr("data", meta_.data);
     r.set_attr("host", host_name());
     r.set_attr("started", started_);
     r.set_attr("revisions", revisions());

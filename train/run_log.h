@@ -19,6 +19,7 @@ struct RunMeta {
   std::string cpus;
   int64_t ranks = 1;  // data-parallel ranks (threads, pinned and cpus are rank 0's)
   bool bf16 = false;  // train.precision bf16: the "kernels" attribute names the bf16 kernel too
+  std::string data{};  // the dataset's fingerprint (data::dataset_fingerprint): which corpus build trained the run
 };
 
 class RunLog {

@@ -183,7 +183,8 @@ TrainSummary train(const ExperimentConfig& cfg, const data::DataSet& ds, const T
     check_same_on_all_ranks(*opt.link, hash_name(str(st.step, " ", st.sampler_counter, " ", resumed)),
                             "the checkpoint to resume from (step and data position)");
   }
-  RunMeta meta{cfg::dump(cfg), opt.command, threads.threads, threads.pinned, threads.cpus, ranks, cfg.train.bf16()};
+  RunMeta meta{cfg::dump(cfg), opt.command, threads.threads, threads.pinned, threads.cpus, ranks, cfg.train.bf16(),
+               data::dataset_fingerprint(ds)};
   // Without a checkpoint a "resume" starts over, and so does the log (no duplicate step-0 rows).
   if (resumed && write_files && st.step > 0) {
     // The log must be this run's and hold every step up to the checkpoint (it is flushed before each checkpoint).

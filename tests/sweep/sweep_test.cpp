@@ -333,6 +333,7 @@ TEST(SweepRunner, RunsResumesReportsFailuresAndSkipsFinishedRuns) {
     EXPECT_NE(rec.find("\"config_hash\": \"" + runs[2].hash + "\""), std::string::npos) << rec;
     EXPECT_NE(rec.find("\"status\": \"finished\""), std::string::npos) << rec;
     EXPECT_NE(rec.find("\"kernels\": \""), std::string::npos) << rec;
+    EXPECT_NE(rec.find("\"data\": \"train "), std::string::npos) << "the corpus build's fingerprint: " << rec;
     char want[64];
     std::snprintf(want, sizeof want, "\"heldout_loss\": %.17g", run_status(runs[2]).final_loss);
     EXPECT_NE(rec.find(want), std::string::npos) << want << " in " << rec;

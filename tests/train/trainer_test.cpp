@@ -8,9 +8,12 @@
 #include <fstream>
 
 #include "core/h5.h"
+#include "core/text.h"
+#include "data/hash.h"
 #include "data/pipeline.h"
 #include "train/checkpoint.h"
 #include "train/config.h"
+#include "train/run_log.h"
 #include "train/trainer.h"
 
 namespace pg {
@@ -131,6 +134,27 @@ TEST_F(TrainerTest, LearnsAndIsBitIdenticalForOneAndTwoThreads) {
   EXPECT_EQ(losses_of(a.out_dir), losses_of(b.out_dir));
   EXPECT_EQ(params_of(a.out_dir), params_of(b.out_dir));
   EXPECT_EQ(a.final_eval, b.final_eval);
+  // The log names the data it trained on (the stores' sizes, tokenizer and corpus manifest hashes).
+  const data::DataSet ds = data::open_dataset(cfg_.data, cfg_.tokenizer);
+  const std::string fp = h5::File::open(a.out_dir + "/log.h5").root().attr_string("data");
+  EXPECT_EQ(fp, data::dataset_fingerprint(ds));
+  EXPECT_NE(fp.find(str("train ", ds.train->header().n_tokens, " tokens ")), std::string::npos) << fp;
+  EXPECT_NE(fp.find(str("; manifest ", data::hex64(ds.train->header().info.manifest_hash))), std::string::npos) << fp;
+}
+
+TEST_F(TrainerTest, ResumeOnOtherDataIsRefused) {
+  const std::string path = (dir_ / "other_data" / "log.h5").string();
+  RunMeta m{cfg::dump(cfg_), "test", 1, false, "0"};
+  m.data = "train 100 tokens 2 docs";
+  {
+    RunLog log(path, m);
+    log.train_row(1, 16, 1.0, 0.1, 1.0, 100.0, 0.1);
+    log.flush();
+  }
+  m.data = "train 101 tokens 2 docs";
+  EXPECT_THROW(RunLog(path, m, 1), IoError);
+  m.data = "train 100 tokens 2 docs";
+  EXPECT_NO_THROW(RunLog(path, m, 1));
 }
 
 TEST_F(TrainerTest, MemoryRunLogsTheShareOfItsOwnWork) {
