@@ -514,6 +514,19 @@ def load_from_records(spec_path, recs):
                      f"the latest-updated group are kept; not used: {', '.join(sorted(drop))}")
         runs = [dict(name=r["name"], variant=r["variant"], seed=r["seed"], grid=r["grid"], status="stale record",
                      source="none") if r["name"] in drop else r for r in runs]
+    # Corpus builds (the records' `data`, RECORDS.md "Corpus builds"): runs of different builds trained on other
+    # training windows; say so when the records name more than one, or some name one and some none.
+    builds = {}
+    for _, rec in kept:
+        builds.setdefault(rec.get("data") or "", []).append(rec["name"])
+    named = {k: sorted(v) for k, v in builds.items() if k}
+    if len(named) > 1:
+        notes.append(f"corpus builds: the records name {len(named)} different `data` fingerprints, so their runs "
+                     "trained on different training windows (experiments/RECORDS.md, Corpus builds): "
+                     + "; ".join(f"{', '.join(v)}: `{k}`" for k, v in sorted(named.items())))
+    if named and "" in builds:
+        notes.append("corpus build not recorded (records written before the `data` field) for: "
+                     + ", ".join(sorted(builds[""])))
     man = dict(name=spec["name"], description=spec.get("description", ""), spec=spec_path, base=spec["base"],
                seeds=spec["seeds"], variants=list(dict.fromkeys(e["variant"] for e in expected)),
                grid={k: v for k, v in ax["grid"]}, runs=expected,

@@ -305,7 +305,8 @@ def curve(final, plateau_from=None):
 
 
 def write_record(folder, name, variant, seed, final, revision="rev1", kernels="avx2", layers=6, plateau_from=None,
-                 config_hash=None, layout=None, slots=4, extra=(), updated="2026-11-30T10:15:00Z", grid=None, add=()):
+                 config_hash=None, layout=None, slots=4, extra=(), updated="2026-11-30T10:15:00Z", grid=None, add=(),
+                 data=None):
     """A record as train/sweep.cpp run_record_json writes it; returns its path. extra: (section, key, value) to set
     in the config; add: (section, key, value) to add to it (a key REGIME_CONFIG does not have)."""
     text = set_key(set_key(REGIME_CONFIG, "memory", "layout", layout or variant.split("_")[0]), "memory", "slots",
@@ -328,6 +329,8 @@ def write_record(folder, name, variant, seed, final, revision="rev1", kernels="a
            "eval": {"step": EVAL_STEPS, "tokens": [s * 16384 for s in EVAL_STEPS], "loss": ev},
            "train": {"step": [1, 458], "loss": [9.0, final - 0.05]}, "scalars_last": {"gate/0": 0.5},
            "config": text}
+    if data is not None:
+        rec["data"] = data
     os.makedirs(folder, exist_ok=True)
     path = os.path.join(folder, f"{name}-{h}.json")
     with open(path, "w") as f:
@@ -493,6 +496,18 @@ class Records(unittest.TestCase):
         self.assertIn("not used: engram-s3", md)
         self.assertIn("engram-s3 (stale record)", md)
         self.assertEqual(row(md, "engram")[1], "3")
+
+    def test_records_of_different_corpus_builds_are_named(self):
+        rec = os.path.join(self.t, "records")
+        md, _ = self.run_report()
+        self.assertNotIn("corpus build", md)  # no record names one: nothing to say
+        write_record(rec, "flat-s0", "flat", 0, self.FLAT[0], data="train 100 tokens 2 docs; manifest aa")
+        write_record(rec, "flat-s1", "flat", 1, self.FLAT[1], data="train 101 tokens 2 docs; manifest bb")
+        md, _ = self.run_report()
+        self.assertIn("corpus builds: the records name 2 different `data` fingerprints", md)
+        self.assertIn("flat-s0: `train 100 tokens 2 docs; manifest aa`", md)
+        self.assertIn("corpus build not recorded (records written before the `data` field) for: engram-s0", md)
+        self.assertEqual(row(md, "flat")[1], "4")  # named, still used
 
     def test_lr_grid_from_records(self):
         t8 = os.path.join(self.d, "experiments", "table8_lr_grid")
