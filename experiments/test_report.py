@@ -3,6 +3,7 @@
 `/usr/bin/python3 experiments/test_report.py`). The logs follow README.md "Run log" with known final losses, so every
 number the report prints can be checked against arithmetic done here."""
 import contextlib
+import glob
 import json
 import os
 import re
@@ -407,19 +408,21 @@ class Records(unittest.TestCase):
         self.assertNotEqual(report.config_hash(set_key(REGIME_CONFIG, "train", "seed", 1)), REGIME_HASH)
 
     def test_committed_records_keep_their_cpp_hashes(self):
-        # Records written by the C++ runner (their configs hold the log-only memory keys, which sweep/spec.cpp leaves
-        # out of the hash); tests/sweep/config_hash_test.cpp pins the same record on the C++ side.
-        recs = os.path.join(HERE, "regime_stage1", "records")
-        names = sorted(os.listdir(recs))
-        self.assertTrue(names)
-        for n in names:
-            with open(os.path.join(recs, n)) as f:
+        # Every committed record was written by the C++ runner (their configs hold the log-only memory keys, which
+        # sweep/spec.cpp leaves out of the hash), and so is the fixture: regime_stage1's first flat-s0 record, written
+        # before train.precision existed (tests/sweep/config_hash_test.cpp pins it on the C++ side).
+        old = os.path.join(HERE, "..", "tests", "fixtures", "records", "regime_stage1-flat-s0-67f26ecb.json")
+        paths = [old] + sorted(glob.glob(os.path.join(HERE, "*", "records", "*.json")))
+        self.assertGreater(len(paths), 1)
+        for p in paths:
+            with open(p) as f:
                 rec = json.load(f)
-            self.assertIn("collision_stats", rec["config"])
-            self.assertEqual(report.config_hash(rec["config"]), rec["config_hash"], n)
+            self.assertIn("collision_stats", rec["config"], p)
+            self.assertEqual(report.config_hash(rec["config"]), rec["config_hash"], p)
         # train.precision at its default leaves the hash as it was; bf16 changes it
-        with open(os.path.join(recs, names[0])) as f:
+        with open(old) as f:
             rec = json.load(f)
+        self.assertNotIn("precision", rec["config"])
         fp32 = rec["config"].replace("train:\n", "train:\n  precision: fp32\n", 1)
         bf16 = rec["config"].replace("train:\n", "train:\n  precision: bf16\n", 1)
         self.assertEqual(report.config_hash(fp32), rec["config_hash"])

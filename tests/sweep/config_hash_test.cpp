@@ -1,5 +1,6 @@
-// Config hashes of recorded runs do not move when a key is added: the committed record of a finished run
-// (experiments/regime_stage1/records/flat-s0-67f26ecb.json, written before train.precision existed) still hashes
+// Config hashes of recorded runs do not move when a key is added: a record of a finished run written before
+// train.precision existed (tests/fixtures/records/regime_stage1-flat-s0-67f26ecb.json, a copy of regime_stage1's
+// first record, kept here since that sweep was rerun in session 15) still hashes
 // to its recorded value; a non-default precision changes the hash (it changes the results). A run directory's
 // config.yaml leaves such keys out at their default, so the build that recorded the earlier runs can run it.
 #include <gtest/gtest.h>
@@ -16,8 +17,10 @@
 namespace pg {
 namespace {
 
+const char* const kOldRecord = PG_SOURCE_DIR "/tests/fixtures/records/regime_stage1-flat-s0-67f26ecb.json";
+
 TEST(ConfigHash, CommittedRecordKeepsItsHashAndBf16ChangesIt) {
-  const YAML::Node rec = YAML::LoadFile(PG_SOURCE_DIR "/experiments/regime_stage1/records/flat-s0-67f26ecb.json");
+  const YAML::Node rec = YAML::LoadFile(kOldRecord);
   ASSERT_EQ(rec["config_hash"].as<std::string>(), "67f26ecb");
   ExperimentConfig c = parse_experiment(rec["config"].as<std::string>(), "record");
   EXPECT_EQ(c.train.precision, "fp32");
@@ -27,7 +30,7 @@ TEST(ConfigHash, CommittedRecordKeepsItsHashAndBf16ChangesIt) {
 }
 
 TEST(ConfigHash, ARunConfigLeavesLateKeysOutAtTheirDefault) {
-  const YAML::Node rec = YAML::LoadFile(PG_SOURCE_DIR "/experiments/regime_stage1/records/flat-s0-67f26ecb.json");
+  const YAML::Node rec = YAML::LoadFile(kOldRecord);
   const std::filesystem::path dir = testing::make_temp_dir("runcfg");
   for (const std::string prec : {"fp32", "bf16"}) {
     SweepRun run;
