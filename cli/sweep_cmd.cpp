@@ -41,7 +41,7 @@ void register_sweep_commands(CLI::App& app) {
     static std::string spec_path, binary;
     static std::vector<std::string> only;
     static int64_t parallel = 0;
-    static bool dry_run = false, commit = false;
+    static bool dry_run = false, commit = false, allow_mixed_data = false;
     static int nice = -1;
     CLI::App* c = sweep->add_subcommand("run", "run every unfinished run of a sweep (finished runs are skipped, "
                                                "interrupted ones resume from their checkpoints)");
@@ -57,6 +57,9 @@ void register_sweep_commands(CLI::App& app) {
                                   "'pagegram_s*' (repeatable; default: every run)");
     c->add_flag("--commit", commit, "git-commit each run's record as the run finishes (that file alone, so a sweep "
                                     "resumes from the repository on any machine; other staged changes stay out)");
+    c->add_flag("--allow-mixed-data", allow_mixed_data,
+                "run even when the sweep's finished runs (their logs or records) name another corpus build than the "
+                "one prepared here (refused by default: the new runs would train on other windows)");
     c->callback([] {
       SweepSpec spec = load_sweep(spec_path);
       SweepRunOptions opt;
@@ -64,6 +67,7 @@ void register_sweep_commands(CLI::App& app) {
       opt.binary = binary;
       opt.only = only;
       opt.commit = commit;
+      opt.allow_mixed_data = allow_mixed_data;
       if (dry_run) {
         const SweepPlan plan = plan_sweep(spec, opt);
         std::printf("%s\n", plan.header.c_str());

@@ -444,13 +444,25 @@ DataSet open_dataset(const DataConfig& cfg, const TokenizerConfig& tcfg, const s
   return ds;
 }
 
-std::string dataset_fingerprint(const DataSet& ds) {
-  PG_CHECK(ds.train && ds.heldout, "dataset_fingerprint: the dataset is not open");
-  const TokenStoreHeader& tr = ds.train->header();
-  const TokenStoreHeader& he = ds.heldout->header();
+namespace {
+std::string fingerprint_of(const TokenStoreHeader& tr, const TokenStoreHeader& he) {
   return str("train ", tr.n_tokens, " tokens ", tr.n_docs, " docs; heldout ", he.n_tokens, " tokens ", he.n_docs,
              " docs; vocab ", tr.info.vocab_size, "; tokenizer ", hex64(tr.info.tokenizer_hash), "; manifest ",
              hex64(tr.info.manifest_hash), "; split_seed ", tr.info.split_seed);
+}
+}  // namespace
+
+std::string dataset_fingerprint(const DataSet& ds) {
+  PG_CHECK(ds.train && ds.heldout, "dataset_fingerprint: the dataset is not open");
+  return fingerprint_of(ds.train->header(), ds.heldout->header());
+}
+
+std::string dataset_fingerprint(const DataConfig& cfg, const TokenizerConfig& tcfg) {
+  const TokenizerPaths tp = tokenizer_paths(cfg, tcfg);
+  if (!tp.cache_hit) return "";
+  const std::string dir = (fs::path(cache_dir(cfg)) / "tokens" / tp.key / split_key(cfg)).string();
+  if (!path_exists(dir + "/train.pgtok") || !path_exists(dir + "/heldout.pgtok")) return "";
+  return fingerprint_of(TokenStore::read_header(dir + "/train.pgtok"), TokenStore::read_header(dir + "/heldout.pgtok"));
 }
 
 }  // namespace pg::data

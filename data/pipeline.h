@@ -101,5 +101,8 @@ DataSet open_dataset(const DataConfig& cfg, const TokenizerConfig& tcfg, const s
 // differ in it even when only a few documents changed (the token and document counts, and the manifest hash,
 // which includes the build's time): runs whose fingerprints differ trained on other windows.
 std::string dataset_fingerprint(const DataSet& ds);
+// The same line from the stores' headers alone (no payload read: cheap), for the data a config would train on;
+// empty when its tokenizer or token stores are not built yet. IoError when a header is unreadable.
+std::string dataset_fingerprint(const DataConfig& cfg, const TokenizerConfig& tcfg);
 
 }  // namespace pg::data

@@ -23,6 +23,10 @@ std::string write_run_record(const SweepSpec& spec, const SweepRun& run);
 // steps, final held-out loss and training time, and a note naming the record's revision. IoError when unreadable.
 RunStatus recorded_status(const SweepSpec& spec, const SweepRun& run);
 
+// The corpus build a finished run trained on (its log's or record's "data": data::dataset_fingerprint); empty when
+// the run has neither or they predate the field (2026-12-02). IoError when the record is unreadable.
+std::string run_data_fingerprint(const SweepSpec& spec, const SweepRun& run);
+
 // Writes the record of every finished or diverged run of `runs` (`pagegram sweep record`); returns their paths.
 std::vector<std::string> write_sweep_records(const SweepSpec& spec, const std::vector<SweepRun>& runs);
 

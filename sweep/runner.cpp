@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <set>
 #include <thread>
 
@@ -208,7 +209,56 @@ struct Classified {
   int64_t parallel = 1, cores = 1, threads = 1;
   std::vector<int> cpus;
   std::string binary, header;
+  std::string data_mismatch;  // finished runs trained on another corpus build than the queued runs would
 };
+
+std::string data_key(const SweepRun& r) { return cfg::dump(r.config.data) + "\n" + cfg::dump(r.config.tokenizer); }
+
+// The runs of a sweep compare on one corpus build (experiments/RECORDS.md, "Corpus builds"): checks the finished runs
+// that share a data section with a queued run against the stores prepared here. Sets c.data_mismatch; returns a note
+// on the finished runs that name no corpus build ("" when none).
+std::string check_corpus_build(const SweepSpec& spec, Classified& c) {
+  if (c.queue.empty()) return "";
+  std::map<std::string, std::string> here;  // data + tokenizer section -> fingerprint here ("" when not prepared)
+  std::set<std::string> queued;
+  for (size_t q : c.queue) queued.insert(data_key(c.runs[q]));
+  std::vector<std::string> other, unnamed;
+  std::string their, ours;
+  for (size_t i = 0; i < c.runs.size(); ++i) {
+    const RunState st = c.initial[i].state;
+    if ((st != RunState::kFinished && st != RunState::kDiverged) || !queued.count(data_key(c.runs[i]))) continue;
+    auto [it, fresh] = here.try_emplace(data_key(c.runs[i]));
+    if (fresh) {
+      try {
+        it->second = data::dataset_fingerprint(c.runs[i].config.data, c.runs[i].config.tokenizer);
+      } catch (const UserError&) {
+        // no corpus or stores here yet: the runs themselves say what to build
+      }
+    }
+    if (it->second.empty()) continue;
+    const std::string d = run_data_fingerprint(spec, c.runs[i]);
+    if (d.empty()) unnamed.push_back(c.runs[i].name);
+    else if (d != it->second) {
+      if (other.empty()) their = d, ours = it->second;
+      other.push_back(c.runs[i].name);
+    }
+  }
+  auto names = [](const std::vector<std::string>& v) {
+    std::string o;
+    for (size_t k = 0; k < v.size() && k < 4; ++k) o += (k ? ", " : "") + v[k];
+    return v.size() > 4 ? o + str(", ... (", v.size(), " in all)") : o;
+  };
+  if (!other.empty())
+    c.data_mismatch = str("sweep ", spec.name(), ": ", other.size(), " finished run", other.size() == 1 ? "" : "s", " (",
+                          names(other), ") trained on another corpus build than the one prepared here (theirs: '",
+                          their, "'; here: '", ours, "'): new runs would train on other windows than the runs they are ",
+                          "compared with (hint: finish the sweep where its runs were trained, or remove their records to ",
+                          "rerun the sweep here, or pass --allow-mixed-data)");
+  return unnamed.empty() ? ""
+                         : str("note: ", unnamed.size(), " finished run", unnamed.size() == 1 ? "" : "s", " (",
+                               names(unnamed), unnamed.size() == 1 ? ") names" : ") name", " no corpus build (records before 2026-12-02): not checked ",
+                               "against the data here");
+}
 
 Classified classify(const SweepSpec& spec, const SweepRunOptions& opt, bool write_records) {
   Classified c;
@@ -251,11 +301,14 @@ Classified classify(const SweepSpec& spec, const SweepRunOptions& opt, bool writ
     throw UserError(str("sweep ", spec.name(), ": --only ", pats, " matches none of its ", runs.size(),
                         " runs (hint: `pagegram sweep status ", spec.path, "` lists the run names)"));
   }
+  const std::string data_note = check_corpus_build(spec, c);
   c.header = str("sweep ", spec.name(), ": ", runs.size(), " runs, ", res.already_finished, " finished, ",
                  c.queue.size(), " to run",
                  res.not_selected ? str(" (", res.not_selected, " left out by --only)") : std::string(), ", ",
                  c.parallel, " at a time x ", c.threads, " threads, in ",
                  fs::absolute(spec.out_dir()).lexically_normal().string());
+  if (!data_note.empty()) c.header += "\n" + data_note;
+  if (!c.data_mismatch.empty() && opt.allow_mixed_data) c.header += "\nwarning (--allow-mixed-data): " + c.data_mismatch;
   return c;
 }
 
@@ -273,6 +326,7 @@ SweepPlan plan_sweep(const SweepSpec& spec, const SweepRunOptions& opt) {
     row.action = s.state == RunState::kFinished ? "skip (finished)"
                  : s.state == RunState::kDiverged ? str("skip (diverged at step ", s.step, ")")
                  : !c.selected[i]                 ? std::string("skip (not selected)")
+                 : s.state == RunState::kRunning  ? str("running (step ", s.step, ")")
                  : s.checkpoint_step > 0          ? str("resume at step ", s.checkpoint_step, "/", s.total_steps)
                                                   : str("run ", s.total_steps, " steps");
     for (const auto& x : c.runs[i].overrides)
@@ -281,11 +335,13 @@ SweepPlan plan_sweep(const SweepSpec& spec, const SweepRunOptions& opt) {
   }
   plan.footer = str("base ", spec.base_path(), "; binary ", c.binary, "; threads per run ", c.threads, " (", c.cores,
                     " cores / parallel ", c.parallel, ")");
+  if (!c.data_mismatch.empty() && !opt.allow_mixed_data) plan.footer += "\n`sweep run` would refuse: " + c.data_mismatch;
   return plan;
 }
 
 SweepRunResult run_sweep(const SweepSpec& spec, const SweepRunOptions& opt, const SweepEventFn& on_event) {
   Classified c = classify(spec, opt, true);
+  if (!c.data_mismatch.empty() && !opt.allow_mixed_data) throw UserError(c.data_mismatch);
   const std::vector<SweepRun>& runs = c.runs;
   const std::vector<RunStatus>& initial = c.initial;
   const std::vector<size_t>& queue = c.queue;

@@ -17,6 +17,7 @@ struct SweepRunOptions {
   std::string binary;        // pagegram executable for the child runs; empty: /proc/self/exe
   std::vector<std::string> only;  // shell patterns (fnmatch) on run names: run only the matching ones; empty: all
   bool commit = false;        // git-commit each record as its run finishes (commit_record)
+  bool allow_mixed_data = false;  // run even when the sweep's finished runs trained on another corpus build
   double poll_seconds = 1.0;
   double progress_seconds = 60.0;  // a kProgress event at most this often (0: after every poll, for a terminal)
 };
@@ -49,7 +50,7 @@ struct SweepPlanRow {
 struct SweepPlan {
   std::string header;  // "sweep NAME: N runs, F finished, Q to run, P at a time x T threads, in DIR"
   std::vector<SweepPlanRow> rows;
-  std::string footer;  // base config, binary, threads per run
+  std::string footer;  // base config, binary, threads per run (and the corpus-build check's finding, if any)
 };
 
 struct SweepRunResult {
@@ -69,6 +70,9 @@ SweepPlan plan_sweep(const SweepSpec& spec, const SweepRunOptions& opt);
 // a time; output to <dir>/train.out. A finished or diverged run that has no record gets one. Children die with the
 // runner (PR_SET_PDEATHSIG) and resume from their checkpoints next time. A failed run is reported with the tail of
 // its train.out and the sweep goes on. SIGINT/SIGTERM stop the children and return interrupted.
+// Before anything runs: UserError when runs are to be added to finished runs whose log or record names another corpus
+// build than the one prepared here (data::dataset_fingerprint; the runs of a sweep compare on one), unless
+// allow_mixed_data. Runs whose records predate the field are not checked (the header says how many).
 SweepRunResult run_sweep(const SweepSpec& spec, const SweepRunOptions& opt, const SweepEventFn& on_event = {});
 
 // Builds (or finds cached) the token stores of every distinct data + tokenizer section of the runs, in this

@@ -1,5 +1,6 @@
 // Sweeps: expansion (names, overrides, seeds, config hashes), bad sweep files named by key path, the Slurm
-// script's content, collect merging only matching hashes, and run -> rerun skipping finished runs (tiny model).
+// script's content, collect merging only matching hashes, and run -> rerun skipping finished runs (tiny model), the
+// corpus-build check of new runs against the sweep's records.
 #include "sweep/collect.h"
 #include "sweep/records.h"
 #include "sweep/runner.h"
@@ -385,6 +386,67 @@ TEST(SweepRunner, RunsResumesReportsFailuresAndSkipsFinishedRuns) {
   EXPECT_EQ(fresh.already_finished, 2);
   EXPECT_EQ(fresh.launched, 1);
   EXPECT_FALSE(fs::exists(runs[0].dir + "/log.h5"));
+
+  // Corpus builds: the records name the data prepared here (the header-only fingerprint is the trainer's), so the
+  // runs above were not refused. A record from another corpus build refuses new runs that share its data, unless
+  // allowed; a record without the field is named in a note.
+  const std::string here = data::dataset_fingerprint(runs[0].config.data, runs[0].config.tokenizer);
+  ASSERT_FALSE(here.empty());
+  EXPECT_EQ(run_data_fingerprint(spec, runs[0]), here);
+  EXPECT_EQ(run_data_fingerprint(spec, runs[1]), "");  // no record, no finished log
+  const std::string rec0 = record_path(spec, runs[0]);
+  const std::string text0 = slurp(rec0);
+  auto with_data = [&](const std::string& replacement) {  // rec0 with its "data": "..." field replaced
+    const std::string key = ", \"data\": \"" + here + "\"";
+    const size_t at = text0.find(key);
+    EXPECT_NE(at, std::string::npos) << text0;
+    std::string t = text0;
+    if (at != std::string::npos) t.replace(at, key.size(), replacement);
+    write_text(rec0, t);
+  };
+  with_data(", \"data\": \"train 1 tokens 1 docs; \\\"another\\\" build\"");
+  EXPECT_EQ(run_data_fingerprint(spec, runs[0]), "train 1 tokens 1 docs; \"another\" build");
+  fs::remove(record_path(spec, runs[2]));  // none-s1 is to run again, on the data of none-s0
+  SweepRunOptions none_only = opt;
+  none_only.only = {"none-*"};
+  {
+    const SweepPlan plan = plan_sweep(spec, none_only);
+    EXPECT_NE(plan.footer.find("would refuse: sweep smoke: 1 finished run (none-s0) trained on another corpus build"),
+              std::string::npos) << plan.footer;
+  }
+  try {
+    run_sweep(spec, none_only);
+    ADD_FAILURE() << "a run on another corpus build than its sweep's records was not refused";
+  } catch (const UserError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("(none-s0) trained on another corpus build"), std::string::npos) << m;
+    EXPECT_NE(m.find("theirs: 'train 1 tokens 1 docs"), std::string::npos) << m;
+    EXPECT_NE(m.find("here: '" + here + "'"), std::string::npos) << m;
+    EXPECT_NE(m.find("--allow-mixed-data"), std::string::npos) << m;
+  }
+  EXPECT_FALSE(fs::exists(runs[2].dir + "/log.h5")) << "nothing runs when refused";
+  {
+    SweepRunOptions allow = none_only;
+    allow.allow_mixed_data = true;
+    std::string header;
+    SweepRunResult mixed = run_sweep(spec, allow, [&](const SweepEvent& e) {
+      if (e.kind == SweepEvent::kHeader) header = e.text;
+    });
+    EXPECT_EQ(mixed.launched, 1);
+    EXPECT_EQ(mixed.finished, 1);
+    EXPECT_NE(header.find("warning (--allow-mixed-data): sweep smoke: 1 finished run (none-s0)"), std::string::npos)
+        << header;
+  }
+  // A record from before the field: not checked, and the plan says so.
+  fs::remove(record_path(spec, runs[2]));
+  fs::remove_all(runs[2].dir);
+  with_data("");
+  EXPECT_EQ(run_data_fingerprint(spec, runs[0]), "");
+  {
+    const SweepPlan plan = plan_sweep(spec, none_only);
+    EXPECT_NE(plan.header.find("note: 1 finished run (none-s0) names no corpus build"), std::string::npos) << plan.header;
+    EXPECT_EQ(plan.footer.find("would refuse"), std::string::npos) << plan.footer;
+  }
   fs::remove_all(dir);
 }
 
