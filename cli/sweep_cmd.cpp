@@ -138,10 +138,14 @@ void register_sweep_commands(CLI::App& app) {
     c->add_flag("--missing", opt.missing, "array tasks only for the runs not finished (pending, partial, failed): "
                                           "resubmits failed, cancelled or timed-out tasks; finished, diverged, "
                                           "recorded and running runs are left out");
+    c->add_flag("--allow-mixed-data", opt.allow_mixed_data,
+                "write the script even when the sweep's finished runs name another corpus build than the one "
+                "prepared here (refused by default, as `sweep run`)");
     c->callback([] {
       SweepSpec spec = load_sweep(spec_path);
       std::vector<SweepRun> runs = expand_sweep(spec);
       const SlurmPlan plan = write_slurm(spec, runs, opt);
+      if (!plan.data_note.empty()) std::printf("%s\n", plan.data_note.c_str());
       const std::string out = std::filesystem::absolute(spec.out_dir()).lexically_normal().string();
       if (opt.missing) {
         auto names = [](const std::vector<std::string>& v) {

@@ -214,33 +214,33 @@ struct Classified {
 
 std::string data_key(const SweepRun& r) { return cfg::dump(r.config.data) + "\n" + cfg::dump(r.config.tokenizer); }
 
-// The runs of a sweep compare on one corpus build (experiments/RECORDS.md, "Corpus builds"): checks the finished runs
-// that share a data section with a queued run against the stores prepared here. Sets c.data_mismatch; returns a note
-// on the finished runs that name no corpus build ("" when none).
-std::string check_corpus_build(const SweepSpec& spec, Classified& c) {
-  if (c.queue.empty()) return "";
+}  // namespace
+
+CorpusBuildCheck check_corpus_build(const SweepSpec& spec, const std::vector<SweepRun>& runs,
+                                    const std::vector<bool>& done, const std::vector<size_t>& to_run) {
+  CorpusBuildCheck out;
+  if (to_run.empty()) return out;
   std::map<std::string, std::string> here;  // data + tokenizer section -> fingerprint here ("" when not prepared)
   std::set<std::string> queued;
-  for (size_t q : c.queue) queued.insert(data_key(c.runs[q]));
+  for (size_t q : to_run) queued.insert(data_key(runs[q]));
   std::vector<std::string> other, unnamed;
   std::string their, ours;
-  for (size_t i = 0; i < c.runs.size(); ++i) {
-    const RunState st = c.initial[i].state;
-    if ((st != RunState::kFinished && st != RunState::kDiverged) || !queued.count(data_key(c.runs[i]))) continue;
-    auto [it, fresh] = here.try_emplace(data_key(c.runs[i]));
+  for (size_t i = 0; i < runs.size(); ++i) {
+    if (!done[i] || !queued.count(data_key(runs[i]))) continue;
+    auto [it, fresh] = here.try_emplace(data_key(runs[i]));
     if (fresh) {
       try {
-        it->second = data::dataset_fingerprint(c.runs[i].config.data, c.runs[i].config.tokenizer);
+        it->second = data::dataset_fingerprint(runs[i].config.data, runs[i].config.tokenizer);
       } catch (const UserError&) {
         // no corpus or stores here yet: the runs themselves say what to build
       }
     }
     if (it->second.empty()) continue;
-    const std::string d = run_data_fingerprint(spec, c.runs[i]);
-    if (d.empty()) unnamed.push_back(c.runs[i].name);
+    const std::string d = run_data_fingerprint(spec, runs[i]);
+    if (d.empty()) unnamed.push_back(runs[i].name);
     else if (d != it->second) {
       if (other.empty()) their = d, ours = it->second;
-      other.push_back(c.runs[i].name);
+      other.push_back(runs[i].name);
     }
   }
   auto names = [](const std::vector<std::string>& v) {
@@ -249,16 +249,19 @@ std::string check_corpus_build(const SweepSpec& spec, Classified& c) {
     return v.size() > 4 ? o + str(", ... (", v.size(), " in all)") : o;
   };
   if (!other.empty())
-    c.data_mismatch = str("sweep ", spec.name(), ": ", other.size(), " finished run", other.size() == 1 ? "" : "s", " (",
-                          names(other), ") trained on another corpus build than the one prepared here (theirs: '",
-                          their, "'; here: '", ours, "'): new runs would train on other windows than the runs they are ",
-                          "compared with (hint: finish the sweep where its runs were trained, or remove their records to ",
-                          "rerun the sweep here, or pass --allow-mixed-data)");
-  return unnamed.empty() ? ""
-                         : str("note: ", unnamed.size(), " finished run", unnamed.size() == 1 ? "" : "s", " (",
-                               names(unnamed), unnamed.size() == 1 ? ") names" : ") name", " no corpus build (records before 2026-12-02): not checked ",
-                               "against the data here");
+    out.mismatch = str("sweep ", spec.name(), ": ", other.size(), " finished run", other.size() == 1 ? "" : "s", " (",
+                       names(other), ") trained on another corpus build than the one prepared here (theirs: '", their,
+                       "'; here: '", ours, "'): new runs would train on other windows than the runs they are compared ",
+                       "with (hint: finish the sweep where its runs were trained, or remove their records to rerun the ",
+                       "sweep here, or pass --allow-mixed-data)");
+  if (!unnamed.empty())
+    out.note = str("note: ", unnamed.size(), " finished run", unnamed.size() == 1 ? "" : "s", " (", names(unnamed),
+                   unnamed.size() == 1 ? ") names" : ") name",
+                   " no corpus build (records before 2026-12-02): not checked against the data here");
+  return out;
 }
+
+namespace {
 
 Classified classify(const SweepSpec& spec, const SweepRunOptions& opt, bool write_records) {
   Classified c;
@@ -301,7 +304,12 @@ Classified classify(const SweepSpec& spec, const SweepRunOptions& opt, bool writ
     throw UserError(str("sweep ", spec.name(), ": --only ", pats, " matches none of its ", runs.size(),
                         " runs (hint: `pagegram sweep status ", spec.path, "` lists the run names)"));
   }
-  const std::string data_note = check_corpus_build(spec, c);
+  std::vector<bool> done(runs.size());
+  for (size_t i = 0; i < runs.size(); ++i)
+    done[i] = initial[i].state == RunState::kFinished || initial[i].state == RunState::kDiverged;
+  const CorpusBuildCheck data = check_corpus_build(spec, runs, done, c.queue);
+  c.data_mismatch = data.mismatch;
+  const std::string& data_note = data.note;
   c.header = str("sweep ", spec.name(), ": ", runs.size(), " runs, ", res.already_finished, " finished, ",
                  c.queue.size(), " to run",
                  res.not_selected ? str(" (", res.not_selected, " left out by --only)") : std::string(), ", ",

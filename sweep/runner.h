@@ -75,6 +75,17 @@ SweepPlan plan_sweep(const SweepSpec& spec, const SweepRunOptions& opt);
 // allow_mixed_data. Runs whose records predate the field are not checked (the header says how many).
 SweepRunResult run_sweep(const SweepSpec& spec, const SweepRunOptions& opt, const SweepEventFn& on_event = {});
 
+// The runs of a sweep compare on one corpus build (experiments/RECORDS.md, "Corpus builds"). Checks the done runs
+// (finished or diverged, here or recorded: done[i]) that share a data section with a run of `to_run` against the
+// token stores prepared here (data::dataset_fingerprint; sections not prepared here are not checked). `mismatch`: one
+// line naming the runs of another corpus build and both fingerprints, with a hint ("" when none); `note`: the done
+// runs that name no corpus build (records before the field; "" when none). Used by `sweep run` and `sweep slurm`.
+struct CorpusBuildCheck {
+  std::string mismatch, note;
+};
+CorpusBuildCheck check_corpus_build(const SweepSpec& spec, const std::vector<SweepRun>& runs,
+                                    const std::vector<bool>& done, const std::vector<size_t>& to_run);
+
 // Builds (or finds cached) the token stores of every distinct data + tokenizer section of the runs, in this
 // process (`pagegram sweep prepare`); one line per distinct section. The corpus itself must exist.
 std::vector<std::string> prepare_sweep_data(const std::vector<SweepRun>& runs);

@@ -94,6 +94,20 @@ SlurmPlan write_slurm(const SweepSpec& spec, const std::vector<SweepRun>& runs, 
   const std::string out = fs::absolute(spec.out_dir()).lexically_normal().string();
   const std::string runs_txt = out + "/runs.txt";
   SlurmPlan plan;
+  {  // as `sweep run`: no new runs on another corpus build than the sweep's done runs
+    std::vector<bool> done(runs.size());
+    std::vector<size_t> to_run;
+    for (size_t i = 0; i < runs.size(); ++i) {
+      const RunState st = run_status(runs[i]).state;
+      done[i] = st == RunState::kFinished || st == RunState::kDiverged || record_exists(spec, runs[i]);
+      if (!done[i] && st != RunState::kRunning) to_run.push_back(i);
+    }
+    const CorpusBuildCheck data = check_corpus_build(spec, runs, done, to_run);
+    if (!data.mismatch.empty() && !opt.allow_mixed_data) throw UserError(data.mismatch);
+    plan.data_note = data.note;
+    if (!data.mismatch.empty())
+      plan.data_note += (plan.data_note.empty() ? "" : "\n") + ("warning (--allow-mixed-data): " + data.mismatch);
+  }
   std::string lines;
   for (size_t i = 0; i < runs.size(); ++i) {
     const SweepRun& r = runs[i];

@@ -18,6 +18,7 @@ struct SlurmOptions {
   std::string binary;          // pagegram on the cluster; empty: this executable
   std::string mem;             // --mem (empty: not set)
   bool missing = false;        // array tasks only for the runs not finished, diverged, recorded or running
+  bool allow_mixed_data = false;  // write the script even when done runs name another corpus build than here
 };
 
 // Slurm's --array value for ascending task ids: runs of consecutive ids as ranges ("0-3,5,8-9").
@@ -37,9 +38,12 @@ struct SlurmPlan {
   std::vector<std::string> why;               // with `missing`, per task: "pending", "partial" or "failed: <its
                                               // failed.txt>", and "; resumes from its checkpoint at step 12/40"
   bool script_written = false;                // false when `missing` found nothing to submit
+  std::string data_note;                      // the corpus-build check's note or (allowed) warning; "" when none
 };
 // Writes every run's config.yaml, <out_dir>/runs.txt (absolute run dirs, one per line, always every run, so task i
-// is run i in every submission), the manifest and the script (not when `missing` leaves no task).
+// is run i in every submission), the manifest and the script (not when `missing` leaves no task). Like `sweep run`,
+// first checks the corpus build (check_corpus_build, sweep/runner.h): UserError, nothing written, when runs still to
+// do would train on other data than the sweep's done runs, unless allow_mixed_data.
 SlurmPlan write_slurm(const SweepSpec& spec, const std::vector<SweepRun>& runs, const SlurmOptions& opt);
 
 }  // namespace pg

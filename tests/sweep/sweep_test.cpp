@@ -425,6 +425,24 @@ TEST(SweepRunner, RunsResumesReportsFailuresAndSkipsFinishedRuns) {
     EXPECT_NE(m.find("--allow-mixed-data"), std::string::npos) << m;
   }
   EXPECT_FALSE(fs::exists(runs[2].dir + "/log.h5")) << "nothing runs when refused";
+  {  // `sweep slurm` refuses the same way, before it writes anything
+    SlurmOptions so;
+    so.script = (dir / "job.sh").string();
+    so.missing = true;
+    try {
+      write_slurm(spec, runs, so);
+      ADD_FAILURE() << "a Slurm array on another corpus build than its sweep's records was not refused";
+    } catch (const UserError& e) {
+      EXPECT_NE(std::string(e.what()).find("(none-s0) trained on another corpus build"), std::string::npos) << e.what();
+    }
+    EXPECT_FALSE(fs::exists(so.script));
+    so.allow_mixed_data = true;
+    const SlurmPlan sp = write_slurm(spec, runs, so);
+    EXPECT_TRUE(sp.script_written);
+    EXPECT_NE(sp.data_note.find("warning (--allow-mixed-data): sweep smoke: 1 finished run (none-s0)"), std::string::npos)
+        << sp.data_note;
+    fs::remove(so.script);
+  }
   {
     SweepRunOptions allow = none_only;
     allow.allow_mixed_data = true;
