@@ -4,11 +4,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
-#include <optional>
 #include <sstream>
 #include <type_traits>
+
+#include <yaml-cpp/yaml.h>
 
 #include "core/h5.h"
 #include "core/text.h"
@@ -63,47 +63,6 @@ RunStatus recorded_status(const SweepSpec& spec, const SweepRun& run) {
   return s;
 }
 
-namespace {
-// The JSON string value of `"key": "..."` (the escapes json_escape writes); nullopt when the key is absent.
-std::optional<std::string> record_string(const std::string& text, const std::string& key, const std::string& path) {
-  const std::string k = "\"" + key + "\": ";
-  const size_t at = text.find(k);
-  if (at == std::string::npos) return std::nullopt;
-  size_t i = at + k.size();
-  if (i >= text.size() || text[i] != '"')
-    throw IoError(str(path, ": run record's '", key, "' at byte offset ", i, " is not a string (hint: experiments/RECORDS.md)"));
-  std::string o;
-  for (++i; i < text.size() && text[i] != '"'; ++i) {
-    if (text[i] != '\\') {
-      o += text[i];
-      continue;
-    }
-    if (++i >= text.size()) break;
-    switch (text[i]) {
-      case 'n': o += '\n'; break;
-      case 't': o += '\t'; break;
-      case 'r': o += '\r'; break;
-      case 'u':
-        {
-          char* end = nullptr;
-          const std::string hex = i + 4 < text.size() ? text.substr(i + 1, 4) : std::string();
-          const long v = std::strtol(hex.c_str(), &end, 16);
-          if (hex.size() != 4 || end != hex.c_str() + 4)
-            throw IoError(str(path, ": run record's '", key, "' has a bad \\u escape at byte offset ", i - 1,
-                              " (hint: restore the file from git)"));
-          o += static_cast<char>(v);
-          i += 4;
-        }
-        break;
-      default: o += text[i];  // \" and \\ (and /)
-    }
-  }
-  if (i >= text.size())
-    throw IoError(str(path, ": run record's '", key, "' string is not terminated (hint: the file is cut short; restore it from git)"));
-  return o;
-}
-}  // namespace
-
 std::string run_data_fingerprint(const SweepSpec& spec, const SweepRun& run) {
   const std::string log = run.dir + "/log.h5";
   if (run_dir_finished(run.dir)) {
@@ -116,7 +75,13 @@ std::string run_data_fingerprint(const SweepSpec& spec, const SweepRun& run) {
   }
   const std::string path = record_path(spec, run);
   if (!fs::exists(path)) return "";
-  return record_string(read_file(path), "data", path).value_or("");
+  try {  // a record is JSON, which YAML reads (escapes included)
+    const YAML::Node data = YAML::LoadFile(path)["data"];
+    return data ? data.as<std::string>() : std::string();
+  } catch (const YAML::Exception& e) {
+    throw IoError(str(path, ": run record unreadable at line ", e.mark.line + 1, ": ", e.msg,
+                      " (hint: restore it from git; format: experiments/RECORDS.md)"));
+  }
 }
 
 namespace {
