@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 #include <csignal>
+#include <cstdlib>
 #include <functional>
 #include <iostream>
 #include <string>
@@ -53,6 +54,9 @@ int main(int argc, char** argv) {
                          std::string kernels;
                          try {
                            kernels = std::string(pg::kern::active_name()) + " (bf16: " + pg::kern::bf16_name() + ")";
+                           const pg::kern::AmxStatus& amx = pg::kern::amx_status();
+                           if (amx.usable && !amx.note.empty()) kernels += "; amx: " + amx.note;
+                           if (!amx.usable && pg::isa::cpu_has_amx_bf16()) kernels += "; amx not used: " + amx.reason;
                          } catch (const pg::UserError& e) {
                            kernels = std::string("unavailable: ") + e.what();
                          }
@@ -64,6 +68,7 @@ int main(int argc, char** argv) {
   pg::cli::register_commands(app, argc, argv);
   try {
     pg::kern::active();  // PAGEGRAM_ISA checked before any work (a bad value is one line, exit 2)
+    if (std::getenv("PAGEGRAM_BF16")) pg::kern::active_bf16();  // and PAGEGRAM_BF16 when given
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     const int rc = app.exit(e) == 0 ? 0 : 2;

@@ -167,14 +167,16 @@ void register_train_commands(CLI::App& app, int argc, char** argv) {
       }
       const kern::PeakResult peak = kern::measure_peak();
       std::printf("kernels %s on %s\n", kern::run_kernels_name(cfg.train.bf16()).c_str(), isa::cpu_description().c_str());
-      // In bf16 the share is of the bf16 peak: VDPBF16PS chains, or the FMA peak where bf16 is emulated (one FMA per product).
+      // In bf16 the share is of the bf16 peak of the kernels used: TDPBF16PS tiles, VDPBF16PS chains, or the FMA peak
+      // where bf16 is emulated (one FMA per product).
       const bool bf = cfg.train.bf16();
-      const bool native = kern::bf16_name() == "vdpbf16ps";
-      const double pk = bf ? (native && peak.bf16_gflops > 0 ? peak.bf16_gflops : peak.fma_gflops) : peak.fma_gflops;
+      const std::string bname = kern::bf16_name();
+      const bool amx = bname == "amx" && peak.amx_gflops > 0, native = bname == "vdpbf16ps" && peak.bf16_gflops > 0;
+      const double pk = !bf ? peak.fma_gflops : amx ? peak.amx_gflops : native ? peak.bf16_gflops : peak.fma_gflops;
       std::printf("tok/s %.0f  GFLOP/s %.1f (%.0f%% of the %s peak %.0f GFLOP/s; core/gemm alone %.0f)  peak RSS %.0f MiB\n",
                   s.train_tok_per_s, s.train_tok_per_s * flops / 1e9, 100.0 * s.train_tok_per_s * flops / 1e9 / pk,
-                  bf ? (native ? "bf16 (vdpbf16ps)" : "FMA (bf16 emulated with fp32 FMAs)") : "FMA", pk,
-                  bf ? peak.bf16_gemm_gflops : peak.gemm_gflops, s.peak_rss_kb / 1024.0);
+                  !bf ? "FMA" : amx ? "bf16 (amx tiles)" : native ? "bf16 (vdpbf16ps)" : "FMA (bf16 emulated with fp32 FMAs)",
+                  pk, bf ? peak.bf16_gemm_gflops : peak.gemm_gflops, s.peak_rss_kb / 1024.0);
       const MemoryPhaseTimes& m = s.memory_times;
       if (m.total() > 0 && s.train_seconds > 0)
         std::printf("memory %.1f%% of step time: %s\n", 100.0 * m.total() / s.train_seconds,
@@ -194,7 +196,13 @@ void register_train_commands(CLI::App& app, int argc, char** argv) {
       std::printf("kernels %s on %s, %d threads\n", kern::active_name(), isa::cpu_description().c_str(), p.threads);
       std::printf("fma peak %.1f GFLOP/s  gemm (M %d/thread, K 192, N 768) %.1f GFLOP/s = %.0f%% of peak\n",
                   p.fma_gflops, 1024, p.gemm_gflops, 100.0 * p.gemm_gflops / p.fma_gflops);
-      if (p.bf16_gflops > 0 && kern::bf16_name() == "vdpbf16ps")
+      if (p.amx_gflops > 0)
+        std::printf("amx peak %.1f GFLOP/s (tdpbf16ps)%s\n", p.amx_gflops,
+                    kern::bf16_name() == "amx" ? "" : " (not the bf16 kernels in use: see PAGEGRAM_BF16)");
+      if (p.amx_gflops > 0 && kern::bf16_name() == "amx")
+        std::printf("gemm in bf16 (amx) %.1f GFLOP/s = %.0f%% of the amx peak\n", p.bf16_gemm_gflops,
+                    100.0 * p.bf16_gemm_gflops / p.amx_gflops);
+      else if (p.bf16_gflops > 0 && kern::bf16_name() == "vdpbf16ps")
         std::printf("bf16 peak %.1f GFLOP/s (vdpbf16ps)  gemm in bf16 %.1f GFLOP/s = %.0f%% of the bf16 peak\n",
                     p.bf16_gflops, p.bf16_gemm_gflops, 100.0 * p.bf16_gemm_gflops / p.bf16_gflops);
       else

@@ -64,7 +64,11 @@ void core(int64_t M, int64_t N, int64_t K, const kern::ASource& A, int64_t ka0, 
   }
   check_pairs(kb0, K, b_kcap);
   if (A.packed) check_pairs(ka0, K, A.k_cap);
-  kt.gemm_core16(M, N, K, A, ka0, bdata, b_kcap, kb0, n0, c, ldc, accumulate, abuf, kern::active_bf16());
+  const kern::Bf16Micro& micro = kern::active_bf16();
+  if (micro.core)
+    micro.core(M, N, K, A, ka0, bdata, b_kcap, kb0, n0, c, ldc, accumulate, abuf);
+  else
+    kt.gemm_core16(M, N, K, A, ka0, bdata, b_kcap, kb0, n0, c, ldc, accumulate, abuf, micro);
 }
 
 }  // namespace
@@ -84,6 +88,27 @@ void gemm_bf16_reference(int64_t M, int64_t N, int64_t K, View a, View b, float*
         const float bo = k + 1 < K ? from_bf16(to_bf16(b.at(k + 1, j))) : 0.0f;
         acc = flush(std::fma(ao, bo, acc));
         acc = flush(std::fma(from_bf16(to_bf16(a.at(i, k))), from_bf16(to_bf16(b.at(k, j))), acc));
+      }
+      c[i * ldc + j] = acc;
+    }
+}
+
+void gemm_bf16_amx_reference(int64_t M, int64_t N, int64_t K, View a, View b, float* c, int64_t ldc,
+                             bool accumulate) {
+  auto flush = [](float x) { return std::fabs(x) < std::numeric_limits<float>::min() ? std::copysign(0.0f, x) : x; };
+  auto bf = [](float x) { return from_bf16(to_bf16(x)); };
+  const int64_t kp = (K + 1) / 2;
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) {
+      float acc = accumulate ? c[i * ldc + j] : 0.0f;
+      for (int64_t g = 0; g < kp; g += 16) {  // one tile product: 16 pairs, the last completed with zero pairs
+        float e = 0.0f, o = 0.0f;
+        for (int64_t p = g; p < g + 16; ++p) {
+          const bool in = p < kp, odd = 2 * p + 1 < K;
+          e = flush(std::fma(in ? bf(a.at(i, 2 * p)) : 0.0f, in ? bf(b.at(2 * p, j)) : 0.0f, e));
+          o = flush(std::fma(in && odd ? bf(a.at(i, 2 * p + 1)) : 0.0f, in && odd ? bf(b.at(2 * p + 1, j)) : 0.0f, o));
+        }
+        acc = flush(flush(acc) + flush(e + o));
       }
       c[i * ldc + j] = acc;
     }

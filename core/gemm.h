@@ -15,6 +15,13 @@
 // after rounding). K is padded with a zero pair element when odd. Products of bf16 values are exact in fp32, so
 // this is one sequential FMA chain again, the same bits for the instruction and for its emulation (fp32 FMAs under
 // MXCSR DAZ|FTZ) on every ISA; gemm_bf16_reference is the scalar definition the tests compare against.
+//
+// AMX order (the AMX-BF16 kernels, core/kernels_amx.cpp; kern::active_bf16 says which order a run uses): TDPBF16PS
+// as the Intel SDM defines it. The k pairs of a product are taken in groups of 16 from its first k (the last group
+// completed with zero pairs); per group an even chain e = fma(a[2p], b[2p], e) and an odd chain o = fma(a[2p+1],
+// b[2p+1], o), both from +0, then c = c + (e + o): every operation fp32 with DAZ, FTZ and round to nearest even.
+// Other bits than VDPBF16PS's (not one chain), a pure function of K again (the kernels' k-blocks are whole groups);
+// gemm_bf16_amx_reference is its scalar definition.
 #pragma once
 #include <algorithm>
 #include <cstddef>
@@ -77,6 +84,9 @@ using ViewD = StridedView<double>;
 // magnitude < FLT_MIN after fp32 rounding with denormals), which differs from the hardware's (tininess after rounding
 // to 24 bits with unbounded exponent) only for exact results within 2^-150 below FLT_MIN.
 void gemm_bf16_reference(int64_t M, int64_t N, int64_t K, View a, View b, float* c, int64_t ldc, bool accumulate);
+// The AMX order (top of this file), scalar, the same FTZ in software.
+void gemm_bf16_amx_reference(int64_t M, int64_t N, int64_t K, View a, View b, float* c, int64_t ldc,
+                             bool accumulate);
 
 // A (M x K) packed into panels of kMr rows: panel q holds A(q*kMr + i, k) at data[q * k_cap * kMr + k * kMr + i].
 struct PackedA {

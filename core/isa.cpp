@@ -36,6 +36,19 @@ bool cpu_has_avx512bf16() {
   return ((a >> 5) & 1) != 0;
 }
 
+bool cpu_has_amx_bf16() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  __asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(0), "c"(0));
+  if (a < 7) return false;
+  __asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(1), "c"(0));
+  if (((c >> 27) & 1) == 0) return false;  // OSXSAVE: XGETBV usable
+  __asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(7), "c"(0));
+  if (((d >> 24) & 1) == 0 || ((d >> 22) & 1) == 0) return false;
+  unsigned lo = 0, hi = 0;
+  __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+  return ((lo >> 17) & 3u) == 3u;  // XTILECFG and XTILEDATA
+}
+
 std::vector<Isa> supported() {
   std::vector<Isa> out;
   for (Isa i : {Isa::avx2, Isa::avx512})
@@ -83,7 +96,8 @@ std::string cpu_description() {
   const std::pair<const char*, bool> exts[] = {
       {"avx2", __builtin_cpu_supports("avx2") != 0},         {"fma", __builtin_cpu_supports("fma") != 0},
       {"avx512f", __builtin_cpu_supports("avx512f") != 0},   {"avx512bw", __builtin_cpu_supports("avx512bw") != 0},
-      {"avx512vl", __builtin_cpu_supports("avx512vl") != 0}, {"avx512bf16", cpu_has_avx512bf16()}};
+      {"avx512vl", __builtin_cpu_supports("avx512vl") != 0}, {"avx512bf16", cpu_has_avx512bf16()},
+      {"amx-bf16", cpu_has_amx_bf16()}};
   std::string ext;
   for (const auto& [e, has] : exts)
     if (has) ext += std::string(ext.empty() ? "" : " ") + e;

@@ -39,7 +39,7 @@ void select(isa::Isa i) { detail::g_active = &kernels_for(i); }
 const char* active_name() { return isa::name(active_isa()); }
 
 namespace {
-enum class Bf16Mode { unset, automatic, emulated, native };
+enum class Bf16Mode { unset, automatic, emulated, native, amx, amx_emulated };
 Bf16Mode g_bf16_mode = Bf16Mode::unset;
 
 void require_native() {
@@ -47,12 +47,20 @@ void require_native() {
     throw UserError(str("PAGEGRAM_BF16=native: VDPBF16PS needs AVX-512 with AVX512_BF16 (active kernels: ",
                         active_name(), "; CPU: ", isa::cpu_description(), ") (hint: auto or emulated)"));
 }
+void require_amx() {
+  if (amx_bf16() == nullptr)
+    throw UserError(str("PAGEGRAM_BF16=amx: ", amx_status().reason, " (CPU: ", isa::cpu_description(),
+                        ") (hint: auto, or amx-emulated for the same bits without the tiles)"));
+}
 
 Bf16Mode parse_bf16(const std::string& v) {
   if (v.empty() || v == "auto") return Bf16Mode::automatic;
   if (v == "emulated") return Bf16Mode::emulated;
   if (v == "native") return Bf16Mode::native;
-  throw UserError(str("PAGEGRAM_BF16=", v, ": unknown bf16 kernel choice (hint: auto, emulated or native)"));
+  if (v == "amx") return Bf16Mode::amx;
+  if (v == "amx-emulated") return Bf16Mode::amx_emulated;
+  throw UserError(str("PAGEGRAM_BF16=", v,
+                      ": unknown bf16 kernel choice (hint: auto, native, emulated, amx or amx-emulated)"));
 }
 
 Bf16Mode bf16_mode() {
@@ -72,13 +80,18 @@ const Bf16Micro& active_bf16() {
   switch (bf16_mode()) {
     case Bf16Mode::emulated: return *k.bf16_emulated;
     case Bf16Mode::native: require_native(); return *native_bf16();
-    default: return k.isa == isa::Isa::avx512 && native_bf16() ? *native_bf16() : *k.bf16_emulated;
+    case Bf16Mode::amx: require_amx(); return *amx_bf16();
+    case Bf16Mode::amx_emulated: return amx_bf16_emulated();
+    default:
+      if (const Bf16Micro* amx = amx_bf16()) return *amx;
+      return k.isa == isa::Isa::avx512 && native_bf16() ? *native_bf16() : *k.bf16_emulated;
   }
 }
 
 void select_bf16(const std::string& mode) {
   const Bf16Mode m = parse_bf16(mode);
   if (m == Bf16Mode::native) require_native();
+  if (m == Bf16Mode::amx) require_amx();
   g_bf16_mode = m;
 }
 
@@ -106,21 +119,21 @@ PeakResult measure_peak(int reps) {
   PeakResult r;
   r.threads = omp_get_max_threads();
   const Kernels& k = active();
-  for (int rep = 0; rep < reps; ++rep) {
-    double flops = 0;
-    Timer t;
-#pragma omp parallel reduction(+ : flops)
-    { flops += k.fma_probe(20'000'000); }
-    r.fma_gflops = std::max(r.fma_gflops, flops / t.seconds() / 1e9);
-  }
-  if (native_bf16())
+  // Best of `reps` runs of a probe on every thread (each returns the FLOPs it did), in GFLOP/s.
+  auto best_of = [reps](auto probe) {
+    double best = 0;
     for (int rep = 0; rep < reps; ++rep) {
       double flops = 0;
       Timer t;
 #pragma omp parallel reduction(+ : flops)
-      { flops += bf16_dot_probe(20'000'000); }
-      r.bf16_gflops = std::max(r.bf16_gflops, flops / t.seconds() / 1e9);
+      { flops += probe(); }
+      best = std::max(best, flops / t.seconds() / 1e9);
     }
+    return best;
+  };
+  r.fma_gflops = best_of([&k] { return k.fma_probe(20'000'000); });
+  if (native_bf16()) r.bf16_gflops = best_of([] { return bf16_dot_probe(20'000'000); });
+  if (amx_bf16()) r.amx_gflops = best_of([] { return amx_dot_probe(2'000'000); });
   const int64_t M = 1024, K = 192, N = 768;
   for (const gemm::Precision prec : {gemm::Precision::fp32, gemm::Precision::bf16}) {
     const gemm::PrecisionScope scope(prec);

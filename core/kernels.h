@@ -26,10 +26,17 @@ struct ASource {
 // kMr apart) times those of a B panel (words kNr apart); cn as for the fp32 micro-kernels (a prefetch hint).
 using Bf16Kernel = void (*)(int64_t kp, const uint32_t* ap, const uint32_t* bp, float* c, int64_t ldc, int64_t nr,
                             bool load_c, const float* cn);
+// The blocked bf16 product (Kernels::gemm_core16's contract without the micro-kernel set): C (M x N) = [C +]
+// A[:, ka0 : ka0+K] * B[kb0 : kb0+K, n0 : n0+N], B packed with panel stride b_kcap * kNr; abuf as for gemm_core.
+using GemmCore16 = void (*)(int64_t M, int64_t N, int64_t K, const ASource& A, int64_t ka0, const float* bdata,
+                            int64_t b_kcap, int64_t kb0, int64_t n0, float* c, int64_t ldc, bool accumulate,
+                            float* abuf);
 struct Bf16Micro {
-  const char* name;     // for logs: "vdpbf16ps" or "emulated"
-  bool mxcsr_daz_ftz;   // run it with MXCSR DAZ|FTZ set (the emulation's plain FMAs then round as VDPBF16PS does)
-  Bf16Kernel k[gemm::kMr];  // k[MR - 1]: MR = 1..kMr rows
+  const char* name;     // for logs: "vdpbf16ps", "emulated", "amx" or "amx-emulated"
+  bool mxcsr_daz_ftz;   // an emulation: packers convert in software; k[] run with MXCSR DAZ|FTZ set (the plain
+                        // FMAs then round as VDPBF16PS does)
+  Bf16Kernel k[gemm::kMr];  // k[MR - 1]: MR = 1..kMr rows (VDPBF16PS order; unused when core is set)
+  GemmCore16 core;      // AMX order (core/gemm.h): a whole product of its own (core/kernels_amx.cpp), else nullptr
 };
 
 struct Kernels {
@@ -69,6 +76,24 @@ const Bf16Micro* native_bf16();
 // product). Only call when native_bf16() is not null.
 double bf16_dot_probe(int64_t iters);
 
+// AMX-BF16 (core/kernels_amx.cpp; bits of gemm::gemm_bf16_amx_reference). Whether this process can use the tile
+// instructions: CPU, OS and the kernel's permission (requested at the first call), and a self-check of the
+// instructions against the SDM's model of TDPBF16PS (the emulation below) on one product.
+struct AmxStatus {
+  bool usable = false;
+  bool bit_identical = false;  // the self-check's product had the model's bits
+  std::string reason;          // why not usable ("" when usable)
+  std::string note;            // usable, but the instructions differed from the model (by how much)
+};
+const AmxStatus& amx_status();
+// The tile kernels when amx_status().usable, else nullptr.
+const Bf16Micro* amx_bf16();
+// The same driver on emulated tiles (the SDM's pseudocode in AVX2 FMAs): the AMX bits on every machine, slower.
+const Bf16Micro& amx_bf16_emulated();
+// Peak probe of TDPBF16PS: `iters` rounds of four independent tile products on one thread; returns the FLOPs done.
+// Only call when amx_bf16() is not null.
+double amx_dot_probe(int64_t iters);
+
 const Kernels& avx2_kernels();
 const Kernels& avx512_kernels();  // only call when isa::cpu_supports(Isa::avx512)
 const Kernels& kernels_for(isa::Isa i);
@@ -89,14 +114,18 @@ void select(isa::Isa i);
 // "avx512 (AMD EPYC [avx2 fma avx512f ...])": the kernel set and the CPU, for logs and --version.
 const char* active_name();
 
-// The bf16 micro-kernels in use: VDPBF16PS when the active table is avx512 and the CPU has AVX512_BF16, else the
-// active table's emulation (same bits). PAGEGRAM_BF16 = auto | emulated | native (native: UserError without the
-// instruction) chooses at first use.
+// The bf16 kernels in use. PAGEGRAM_BF16 chooses at first use:
+//   auto: AMX tiles where amx_bf16() is usable, else VDPBF16PS when the active table is avx512 and the CPU has
+//         AVX512_BF16, else the active table's emulation of VDPBF16PS (same bits as VDPBF16PS);
+//   native: VDPBF16PS (UserError without it); emulated: the active table's emulation of VDPBF16PS;
+//   amx: the tiles (UserError when not usable); amx-emulated: the AMX driver on emulated tiles (AMX bits anywhere).
+// The AMX order gives other bits than VDPBF16PS's (core/gemm.h): a bf16 run on an AMX machine under auto is
+// reproducible there and with amx-emulated elsewhere; native or emulated give the VDPBF16PS bits everywhere.
 const Bf16Micro& active_bf16();
-// Chooses as PAGEGRAM_BF16 would ("auto", "emulated", "native"; UserError for native without VDPBF16PS or an
-// unknown name). Tests and benchmarks; never while kernels run on other threads.
+// Chooses as PAGEGRAM_BF16 would (UserError for a choice this machine cannot run or an unknown name). Tests and
+// benchmarks; never while kernels run on other threads.
 void select_bf16(const std::string& mode);
-// "vdpbf16ps" or "emulated (avx2)": the bf16 kernel, for logs and --version.
+// "vdpbf16ps", "amx", "emulated (avx2)" or "amx-emulated (avx512)": the bf16 kernel, for logs and --version.
 std::string bf16_name();
 // The kernels a run uses, for logs: active_name() in fp32, "avx512+bf16 vdpbf16ps" (or "avx2+bf16 emulated
 // (avx2)") in bf16.
@@ -109,7 +138,8 @@ struct PeakResult {
   double fma_gflops = 0;    // independent FMA chains on every thread (the machine's fp32 FMA peak)
   double gemm_gflops = 0;   // core/gemm on a training-sized product (M 1,024 per thread, K 192, N 768)
   double bf16_gflops = 0;   // VDPBF16PS chains on every thread (0 without AVX512_BF16)
-  double bf16_gemm_gflops = 0;  // the same product in bf16 (gemm::Precision::bf16: VDPBF16PS or the emulation)
+  double bf16_gemm_gflops = 0;  // the same product in bf16 (gemm::Precision::bf16: the active bf16 kernels)
+  double amx_gflops = 0;    // TDPBF16PS on every thread (0 where AMX is not usable)
   int threads = 0;
 };
 // Measures both on the current OpenMP threads (call setup_threads first), best of `reps` repetitions.

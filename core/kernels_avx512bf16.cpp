@@ -78,7 +78,7 @@ void kernel(int64_t kp, const uint32_t* __restrict ap, const uint32_t* __restric
 
 template <int... I>
 constexpr Bf16Micro make_native(std::integer_sequence<int, I...>) {
-  return Bf16Micro{"vdpbf16ps", false, {&kernel<I + 1>...}};
+  return Bf16Micro{"vdpbf16ps", false, {&kernel<I + 1>...}, nullptr};
 }
 constexpr Bf16Micro kNative = make_native(std::make_integer_sequence<int, kMr>{});
 

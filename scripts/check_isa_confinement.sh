@@ -13,11 +13,17 @@
 # avx512bf16_impl (the kernel files' and tests/core/bf16_test.cpp's CPU probes), and the kernel files' entry points
 # pg::kern::avx512_kernels and pg::kern::bf16_dot_probe. Everything there runs only after a cpuid check.
 #
-# check_isa_confinement.sh --self-test: compiles a function with -mavx512f outside those names and checks it is found.
+# AMX tile instructions (VEX-encoded: ldtilecfg, tileloadd, tdpbf16ps...) likewise lie only in core/kernels_amx.cpp's
+# namespace amx_impl and its entry points pg::kern::amx_status and pg::kern::amx_dot_probe (run only after cpuid, XCR0
+# and the kernel's tile permission said yes): anywhere else they would SIGILL on every machine without AMX.
+#
+# check_isa_confinement.sh --self-test: compiles functions with -mavx512f / -mamx-tile outside those names and checks
+# they are found.
 set -euo pipefail
 
 # [(] rather than \( : awk -v would process the backslash (gawk drops it, leaving an unmatched parenthesis).
 allowed='avx512_impl::|avx512bf16_impl::|pg::kern::avx512_kernels[(]|pg::kern::bf16_dot_probe[(]'
+amx_allowed='amx_impl::|pg::kern::amx_status[(]|pg::kern::amx_dot_probe[(]'
 
 # Prints "count function" for every function with EVEX instructions outside the allowed names; returns 1 if any.
 check() {
@@ -25,13 +31,22 @@ check() {
   command -v objdump >/dev/null || { echo "check_isa_confinement: objdump not found (hint: apt-get install binutils)" >&2; return 2; }
   [ -f "$bin" ] || { echo "check_isa_confinement: $bin: no such file" >&2; return 2; }
   local res total bad
-  res=$(objdump -d -C "$bin" | awk -v allowed="$allowed" '
+  res=$(objdump -d -C "$bin" | awk -v allowed="$allowed" -v amx_allowed="$amx_allowed" '
     /^[0-9a-f]+ <.*>:$/ { fn = substr($0, index($0, "<") + 1); sub(/>:$/, "", fn); next }
+    /^ *[0-9a-f]+:\t[^\t]*\t(ldtilecfg|sttilecfg|tilerelease|tilezero|tileloadd|tileloaddt1|tilestored|tdp[a-z0-9]+)( |$)/ {
+      if (fn !~ amx_allowed) a[fn]++; next }
     /^ *[0-9a-f]+:\t((26|2e|36|3e|64|65|67) )?62 [^\t]*\t/ || /^ *[0-9a-f]+:\t[^\t]*\t.*%k[0-7]/ {
       total++; if (fn !~ allowed) n[fn]++ }
-    END { printf "TOTAL %d\n", total; for (f in n) printf "%d %s\n", n[f], f }') || {
+    END { printf "TOTAL %d\n", total; for (f in n) printf "%d %s\n", n[f], f; for (f in a) printf "%d AMX %s\n", a[f], f }') || {
     echo "check_isa_confinement: $bin: objdump | awk failed" >&2; return 2; }
   total=$(printf '%s\n' "$res" | sed -n 's/^TOTAL //p')
+  bad=$(printf '%s\n' "$res" | grep ' AMX ' || true)
+  if [ -n "$bad" ]; then
+    echo "check_isa_confinement: $bin: AMX tile instructions outside core/kernels_amx.cpp's kernels (would SIGILL without AMX):" >&2
+    printf '%s\n' "$bad" | sort -rn | head -20 | sed 's/ AMX / /; s/^/  /' >&2
+    echo "  (hint: keep tile code inside namespace amx_impl, called only when kern::amx_bf16() is not null)" >&2
+    return 1
+  fi
   if [ "${total:-0}" -eq 0 ]; then
     # Nothing to confine if the binary links none of the kernel files (the linker may leave them out of a binary
     # that never calls a kernel, as it does for test_data in the sanitizer build). If it has their functions, zero
@@ -102,7 +117,17 @@ EOF
   grep -q "no AVX-512 instruction in any" "$tmp/err" || fail "finding nothing anywhere is not explained:"
   check_all "$tmp/named" "$tmp/ok" >/dev/null 2>"$tmp/err" && fail "a kernel entry point without AVX-512 instructions passed"
   grep -q "has the AVX-512 kernel functions but no AVX-512 instruction" "$tmp/err" || fail "a kernel entry point without AVX-512 instructions is not explained:"
-  echo "check_isa_confinement --self-test: stray AVX-512 functions (EVEX and opmask) are found and named; a binary without kernels passes beside others; finding nothing anywhere, or nothing in a binary with the kernels, fails"
+  cat > "$tmp/amx.cpp" <<'EOF'
+#include <immintrin.h>
+namespace pg::kern::amx_impl { __attribute__((noinline, target("amx-tile"))) void fine() { _tile_release(); } }
+__attribute__((noinline, target("amx-tile"))) void stray_amx() { _tile_zero(1); _tile_release(); }
+int main(int argc, char**) { if (argc > 5) { pg::kern::amx_impl::fine(); stray_amx(); } return 0; }
+EOF
+  c++ -O2 -o "$tmp/amx" "$tmp/amx.cpp"
+  check_all "$tmp/amx" "$tmp/ok" >/dev/null 2>"$tmp/err" && fail "a stray AMX function was not found"
+  grep -q "stray_amx" "$tmp/err" || fail "the report does not name stray_amx:"
+  grep -q "amx_impl::fine" "$tmp/err" && fail "the report names a function of amx_impl:"
+  echo "check_isa_confinement --self-test: stray AVX-512 functions (EVEX and opmask) and stray AMX tile instructions are found and named; a binary without kernels passes beside others; finding nothing anywhere, or nothing in a binary with the kernels, fails"
   exit 0
 fi
 

@@ -139,8 +139,19 @@ std::vector<std::pair<isa::Isa, std::string>> kernel_sets() {
   for (isa::Isa i : isa::supported()) {
     out.emplace_back(i, "emulated");
     if (i == isa::Isa::avx512 && kern::native_bf16()) out.emplace_back(i, "native");
+    out.emplace_back(i, "amx-emulated");
+    // the tiles where their self-check found the model's bits (else AmxTilesFollowTheirModel bounds the difference)
+    if (kern::amx_bf16() && kern::amx_status().bit_identical) out.emplace_back(i, "amx");
   }
   return out;
+}
+
+// The scalar definition of the active kernels' bits: the AMX order for the AMX driver, else VDPBF16PS's.
+void reference(int64_t M, int64_t N, int64_t K, View a, View b, float* c, int64_t ldc, bool accumulate) {
+  if (kern::active_bf16().core)
+    gemm::gemm_bf16_amx_reference(M, N, K, a, b, c, ldc, accumulate);
+  else
+    gemm::gemm_bf16_reference(M, N, K, a, b, c, ldc, accumulate);
 }
 
 class Bf16Gemm : public ::testing::Test {
@@ -176,7 +187,7 @@ TEST_F(Bf16Gemm, EveryKernelGivesTheReferenceBitsInEveryLayout) {
             const View av = view(a, at, M, K);
             const View bv = view(b, bt, K, N);
             std::vector<float> want = c0, got = c0;
-            gemm::gemm_bf16_reference(M, N, K, av, bv, want.data(), N, acc);
+            reference(M, N, K, av, bv, want.data(), N, acc);
             gemm::gemm(M, N, K, av, bv, got.data(), N, acc);
             EXPECT_TRUE(same_bits(got, want));
             // A and B pre-packed (operands shared by tasks), rows and k in whole pairs from an offset
@@ -192,8 +203,7 @@ TEST_F(Bf16Gemm, EveryKernelGivesTheReferenceBitsInEveryLayout) {
               const int64_t k0 = 2, Ks = (K - k0) % 2 == 0 ? K - k0 : K - k0 - 1;
               const int64_t Ms = M - gemm::kMr, Ns = N - gemm::kNr;
               std::vector<float> w(Ms * Ns, 0.0f), g(Ms * Ns, 0.0f);
-              gemm::gemm_bf16_reference(Ms, Ns, Ks, av.at_block(gemm::kMr, k0), bv.at_block(k0, gemm::kNr), w.data(),
-                                        Ns, false);
+              reference(Ms, Ns, Ks, av.at_block(gemm::kMr, k0), bv.at_block(k0, gemm::kNr), w.data(), Ns, false);
               gemm::gemm_ab(Ms, Ns, Ks, ao, gemm::kMr, bo, k0, gemm::kNr, g.data(), Ns, false);
               EXPECT_TRUE(same_bits(g, w));
               g.assign(g.size(), 0.0f);
@@ -238,13 +248,63 @@ TEST_F(Bf16Gemm, Fp32IsUnchangedAndTheScopeRestores) {
   EXPECT_EQ(c, 1.0f);
 }
 
-TEST(Bf16Kernels, ChoiceAndNames) {
+TEST_F(Bf16Gemm, ChoiceAndNames) {
   EXPECT_THROW(kern::select_bf16("fp8"), UserError);
   const std::string name = kern::bf16_name();
-  if (kern::active_isa() == isa::Isa::avx512 && kern::native_bf16() && !std::getenv("PAGEGRAM_BF16"))
-    EXPECT_EQ(name, "vdpbf16ps");
-  else
-    EXPECT_NE(name.find("emulated"), std::string::npos) << name;
+  if (!std::getenv("PAGEGRAM_BF16")) {
+    if (kern::amx_bf16())
+      EXPECT_EQ(name, "amx");
+    else if (kern::active_isa() == isa::Isa::avx512 && kern::native_bf16())
+      EXPECT_EQ(name, "vdpbf16ps");
+    else
+      EXPECT_EQ(name, std::string("emulated (") + kern::active_name() + ")");
+  }
+  kern::select_bf16("amx-emulated");
+  EXPECT_EQ(kern::bf16_name(), std::string("amx-emulated (") + kern::active_name() + ")");
+  EXPECT_NE(kern::active_bf16().core, nullptr);
+  kern::select_bf16("emulated");
+  EXPECT_EQ(kern::active_bf16().core, nullptr);
+}
+
+// Where the tiles are usable they follow the SDM's model (amx-emulated) within 1e-4 of products of size ~1 (bit for
+// bit where the self-check said so: then EveryKernelGivesTheReferenceBitsInEveryLayout holds them to the bits);
+// elsewhere choosing them is refused with the reason, and auto does not pick them.
+TEST_F(Bf16Gemm, AmxTilesFollowTheirModel) {
+  const kern::AmxStatus& st = kern::amx_status();
+  if (!kern::amx_bf16()) {
+    EXPECT_FALSE(st.usable);
+    EXPECT_FALSE(st.reason.empty());
+    try {
+      kern::select_bf16("amx");
+      ADD_FAILURE() << "PAGEGRAM_BF16=amx accepted without usable tiles";
+    } catch (const UserError& e) {
+      EXPECT_NE(std::string(e.what()).find(st.reason), std::string::npos) << e.what();
+    }
+    kern::select_bf16("auto");
+    EXPECT_EQ(kern::active_bf16().core, nullptr);
+    return;
+  }
+  EXPECT_TRUE(st.reason.empty());
+  const gemm::PrecisionScope bf16(gemm::Precision::bf16);
+  uint32_t seed = 50;
+  for (const Case cs : {Case{16, 16, 32}, Case{45, 70, 83}, Case{130, 40, 800}}) {
+    const std::vector<float> a = testing::randn(cs.M * cs.K, seed++), b = testing::randn(cs.K * cs.N, seed++);
+    std::vector<float> hw(cs.M * cs.N), model(cs.M * cs.N);
+    kern::select_bf16("amx");
+    gemm::gemm(cs.M, cs.N, cs.K, View{a.data(), cs.K, 1}, View{b.data(), cs.N, 1}, hw.data(), cs.N, false);
+    kern::select_bf16("amx-emulated");
+    gemm::gemm(cs.M, cs.N, cs.K, View{a.data(), cs.K, 1}, View{b.data(), cs.N, 1}, model.data(), cs.N, false);
+    int64_t differ = 0;
+    for (size_t i = 0; i < hw.size(); ++i) {
+      differ += bits(hw[i]) != bits(model[i]);
+      EXPECT_NEAR(hw[i], model[i], 1e-4 * std::sqrt(static_cast<double>(cs.K))) << i;
+    }
+    std::printf("AMX tiles vs model, %lldx%lldx%lld: %lld of %zu outputs differ\n", static_cast<long long>(cs.M),
+                static_cast<long long>(cs.N), static_cast<long long>(cs.K), static_cast<long long>(differ), hw.size());
+    if (st.bit_identical) {
+      EXPECT_EQ(differ, 0);
+    }
+  }
 }
 
 }  // namespace

@@ -5,12 +5,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <vector>
 
 #include "core/error.h"
 #include "core/h5.h"
+#include "core/kernels.h"
 #include "data/pipeline.h"
 #include "train/config.h"
 #include "train/trainer.h"
@@ -99,6 +101,35 @@ TEST_F(Bf16Train, FollowsFp32WithEveryLayout) {
     EXPECT_NE(f.loss, h.loss);                       // and really ran in bf16
     std::printf("[bf16 vs fp32] %-8s max |d loss| %.4f  final eval fp32 %.4f bf16 %.4f\n", layout.c_str(), worst,
                 f.eval, h.eval);
+  }
+}
+
+// The AMX order (core/gemm.h; PAGEGRAM_BF16=amx-emulated, the tiles' bits on any machine): its own bits, the same for
+// 1 and 2 threads, and it follows fp32 within the same tolerances, for every layout.
+TEST_F(Bf16Train, AmxOrderFollowsFp32AndIsThreadIndependent) {
+  struct Restore {
+    ~Restore() {
+      const char* env = std::getenv("PAGEGRAM_BF16");
+      kern::select_bf16(env ? env : "auto");
+    }
+  } restore;
+  const Run vdp = run("pagegram", "bf16", 2, 6);
+  kern::select_bf16("amx-emulated");
+  const Run a = run("pagegram", "bf16", 1, 6), b = run("pagegram", "bf16", 2, 6);
+  EXPECT_EQ(a.loss, b.loss);
+  EXPECT_EQ(a.params, b.params);
+  EXPECT_NE(a.params, vdp.params);  // another summation order: other bits
+  for (const std::string layout : {"none", "flat", "engram", "pagegram"}) {
+    SCOPED_TRACE(layout);
+    const Run f = run(layout, "fp32", 2, 50), h = run(layout, "bf16", 2, 50);
+    ASSERT_EQ(h.loss.size(), 50u);
+    double worst = 0;
+    for (size_t i = 0; i < f.loss.size(); ++i) worst = std::max(worst, std::fabs(f.loss[i] - h.loss[i]));
+    EXPECT_LE(worst, kStepTolerance);
+    EXPECT_NEAR(h.eval, f.eval, kEvalTolerance);
+    EXPECT_LT(h.loss.back(), h.loss.front() - 1.0);
+    std::printf("[bf16 amx order vs fp32] %-8s max |d loss| %.4f  final eval fp32 %.4f bf16 %.4f\n", layout.c_str(),
+                worst, f.eval, h.eval);
   }
 }
 
