@@ -40,10 +40,14 @@ bool cpu_has_amx_bf16() {
   unsigned a = 0, b = 0, c = 0, d = 0;
   __asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(0), "c"(0));
   if (a < 7) return false;
+  __asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(7), "c"(0));
+  return ((d >> 24) & 1) != 0 && ((d >> 22) & 1) != 0;
+}
+
+bool os_enables_amx() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
   __asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(1), "c"(0));
   if (((c >> 27) & 1) == 0) return false;  // OSXSAVE: XGETBV usable
-  __asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(7), "c"(0));
-  if (((d >> 24) & 1) == 0 || ((d >> 22) & 1) == 0) return false;
   unsigned lo = 0, hi = 0;
   __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
   return ((lo >> 17) & 3u) == 3u;  // XTILECFG and XTILEDATA

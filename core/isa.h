@@ -18,10 +18,11 @@ std::vector<Isa> supported();
 bool cpu_supports(Isa i);
 // AVX512_BF16 (VDPBF16PS), cpuid leaf 7 sub-leaf 1, EAX bit 5.
 bool cpu_has_avx512bf16();
-// AMX-TILE and AMX-BF16 (cpuid leaf 7 sub-leaf 0, EDX bits 24 and 22) with the tile state enabled by the OS (XCR0
-// bits 17 and 18). Linux also wants a per-process permission before the first tile instruction
-// (kern::amx_status() asks for it).
+// AMX-TILE and AMX-BF16 (cpuid leaf 7 sub-leaf 0, EDX bits 24 and 22).
 bool cpu_has_amx_bf16();
+// The OS has enabled the tile state (XCR0 bits 17 and 18). Linux also wants a per-process permission before the
+// first tile instruction (kern::amx_status() asks for it).
+bool os_enables_amx();
 // The best ISA of this CPU.
 Isa best();
 // Parses a PAGEGRAM_ISA value ("auto" = best()); throws UserError naming the variable and the choices when the

@@ -83,7 +83,7 @@ const Bf16Micro& active_bf16() {
     case Bf16Mode::amx: require_amx(); return *amx_bf16();
     case Bf16Mode::amx_emulated: return amx_bf16_emulated();
     default:
-      if (const Bf16Micro* amx = amx_bf16()) return *amx;
+      if (amx_bf16() && amx_status().bit_identical) return *amx_bf16();
       return k.isa == isa::Isa::avx512 && native_bf16() ? *native_bf16() : *k.bf16_emulated;
   }
 }

@@ -80,8 +80,8 @@ double bf16_dot_probe(int64_t iters);
 // instructions: CPU, OS and the kernel's permission (requested at the first call), and a self-check of the
 // instructions against the SDM's model of TDPBF16PS (the emulation below) on one product.
 struct AmxStatus {
-  bool usable = false;
-  bool bit_identical = false;  // the self-check's product had the model's bits
+  bool usable = false;         // PAGEGRAM_BF16=amx allowed
+  bool bit_identical = false;  // the self-check's product had the model's bits (auto uses the tiles)
   std::string reason;          // why not usable ("" when usable)
   std::string note;            // usable, but the instructions differed from the model (by how much)
 };
@@ -115,7 +115,8 @@ void select(isa::Isa i);
 const char* active_name();
 
 // The bf16 kernels in use. PAGEGRAM_BF16 chooses at first use:
-//   auto: AMX tiles where amx_bf16() is usable, else VDPBF16PS when the active table is avx512 and the CPU has
+//   auto: AMX tiles where amx_bf16() is usable and its self-check found the model's bits, else VDPBF16PS when the
+//         active table is avx512 and the CPU has
 //         AVX512_BF16, else the active table's emulation of VDPBF16PS (same bits as VDPBF16PS);
 //   native: VDPBF16PS (UserError without it); emulated: the active table's emulation of VDPBF16PS;
 //   amx: the tiles (UserError when not usable); amx-emulated: the AMX driver on emulated tiles (AMX bits anywhere).

@@ -252,7 +252,7 @@ TEST_F(Bf16Gemm, ChoiceAndNames) {
   EXPECT_THROW(kern::select_bf16("fp8"), UserError);
   const std::string name = kern::bf16_name();
   if (!std::getenv("PAGEGRAM_BF16")) {
-    if (kern::amx_bf16())
+    if (kern::amx_bf16() && kern::amx_status().bit_identical)
       EXPECT_EQ(name, "amx");
     else if (kern::active_isa() == isa::Isa::avx512 && kern::native_bf16())
       EXPECT_EQ(name, "vdpbf16ps");
@@ -284,6 +284,8 @@ TEST_F(Bf16Gemm, AmxTilesFollowTheirModel) {
     EXPECT_EQ(kern::active_bf16().core, nullptr);
     return;
   }
+  kern::select_bf16("auto");
+  EXPECT_EQ(kern::active_bf16().core != nullptr, st.bit_identical) << "auto picks the tiles only with the model's bits";
   EXPECT_TRUE(st.reason.empty());
   const gemm::PrecisionScope bf16(gemm::Precision::bf16);
   uint32_t seed = 50;
