@@ -1,6 +1,8 @@
 // The float kernels behind core/gemm and model/simd, one table per instruction set, chosen at run time
 // (core/isa.h). Each table is compiled in its own translation unit with its own target flags
-// (core/kernels_avx2.cpp, core/kernels_avx512.cpp); the rest of the project is compiled for x86-64-v3.
+// (core/kernels_avx2.cpp, core/kernels_avx512.cpp); the rest of the project is compiled for x86-64-v3. The bf16
+// products have their own kernels beside them: VDPBF16PS micro-kernels (core/kernels_avx512bf16.cpp), each
+// table's emulation of them, and the AMX tile driver with its emulation (core/kernels_amx.cpp); see active_bf16.
 //
 // Every table computes the same bits: a GEMM output element is the sequential FMA chain over k
 // (c = fma(a_ik, b_kj, c), k = 0..K-1, starting from C or 0), whatever the register blocking; reductions
