@@ -40,6 +40,9 @@ int fail(int code, const std::string& line) {
 int main(int argc, char** argv) {
   // A file size limit (ulimit -f) then fails the write with EFBIG, reported like a full disk, instead of killing us.
   std::signal(SIGXFSZ, SIG_IGN);
+  // The AMX tile permission before anything installs a signal stack or starts a thread (kern::amx_request_permission;
+  // nothing happens on a CPU without AMX).
+  (void)pg::kern::amx_request_permission();
   try {
     // First of all: MPI when launched as ranks (mpirun, srun --mpi=pmix), and each rank's share of the cores
     // before any thread starts.

@@ -53,6 +53,24 @@ bool os_enables_amx() {
   return ((lo >> 17) & 3u) == 3u;  // XTILECFG and XTILEDATA
 }
 
+std::string amx_palette_problem() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  __asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(0), "c"(0));
+  if (a < 0x1E) return str("cpuid has no tile leaves 0x1D/0x1E (max leaf ", a, ")");
+  __asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(0x1D), "c"(0));
+  if (a < 1) return "cpuid leaf 0x1D lists no tile palette 1";
+  __asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(0x1D), "c"(1));
+  const unsigned bytes_per_row = b & 0xFFFFu, max_names = b >> 16, max_rows = c & 0xFFFFu;
+  if (max_names < 8 || bytes_per_row < 64 || max_rows < 16)
+    return str("tile palette 1 offers ", max_names, " tiles of ", max_rows, " rows x ", bytes_per_row,
+               " bytes (needed: 8 of 16 x 64)");
+  __asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(0x1E), "c"(0));
+  const unsigned tmul_maxk = b & 0xFFu, tmul_maxn = (b >> 8) & 0xFFFFu;
+  if (tmul_maxk < 16 || tmul_maxn < 64)
+    return str("the tile multiplier takes k ", tmul_maxk, " and n ", tmul_maxn, " bytes (needed: 16 and 64)");
+  return "";
+}
+
 std::vector<Isa> supported() {
   std::vector<Isa> out;
   for (Isa i : {Isa::avx2, Isa::avx512})

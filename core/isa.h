@@ -23,6 +23,10 @@ bool cpu_has_amx_bf16();
 // The OS has enabled the tile state (XCR0 bits 17 and 18). Linux also wants a per-process permission before the
 // first tile instruction (kern::amx_status() asks for it).
 bool os_enables_amx();
+// "" when cpuid leaves 0x1D/0x1E describe tiles this project's kernels can configure (palette 1 with 8 tiles of 16
+// rows x 64 bytes; TMUL k 16, n 64 bytes), else what is missing: LDTILECFG would fault on a CPU or VM reporting
+// smaller limits.
+std::string amx_palette_problem();
 // The best ISA of this CPU.
 Isa best();
 // Parses a PAGEGRAM_ISA value ("auto" = best()); throws UserError naming the variable and the choices when the

@@ -88,12 +88,16 @@ struct AmxStatus {
   std::string note;            // usable, but the instructions differed from the model (by how much)
 };
 const AmxStatus& amx_status();
+// The tile permission alone (cpuid, tile limits, XCR0, arch_prctl), asked once per process: "" when granted, else
+// why not. main() asks it first thing, before MPI and threads start (a small sigaltstack installed before it would
+// make Linux refuse); amx_status() runs the self-check on top.
+const std::string& amx_request_permission();
 // The tile kernels when amx_status().usable, else nullptr.
 const Bf16Micro* amx_bf16();
 // The same driver on emulated tiles (the SDM's pseudocode in AVX2 FMAs): the AMX bits on every machine, slower.
 const Bf16Micro& amx_bf16_emulated();
 // Peak probe of TDPBF16PS: `iters` rounds of four independent tile products on one thread; returns the FLOPs done.
-// Only call when amx_bf16() is not null.
+// Returns 0 (and runs no tile instruction) when amx_bf16() is null.
 double amx_dot_probe(int64_t iters);
 
 const Kernels& avx2_kernels();

@@ -271,10 +271,11 @@ void core(int64_t M, int64_t N, int64_t K, const ASource& A, int64_t ka0, const 
   }
 }
 
-// AMX usable by this process: CPU (cpuid), OS (XCR0 tile state) and the kernel's permission (Linux 5.16+:
-// arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)); else why not.
+// AMX usable by this process: CPU (cpuid, tile limits), OS (XCR0 tile state) and the kernel's permission (Linux
+// 5.16+: arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA), asked once per process); else why not.
 std::string request_tiles() {
   if (!isa::cpu_has_amx_bf16()) return "this CPU has no AMX-BF16";
+  if (std::string p = isa::amx_palette_problem(); !p.empty()) return p;
   if (!isa::os_enables_amx()) return "the OS has not enabled the AMX tile state (XCR0 bits 17-18)";
   constexpr long kReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
   if (syscall(SYS_arch_prctl, kReqXcompPerm, kXfeatureXtiledata) != 0)
@@ -283,14 +284,24 @@ std::string request_tiles() {
   return "";
 }
 
-// Operands of the self-check, packed by hand (no packer: they would ask for the active bf16 kernels, which are
-// being chosen): A pre-packed in kMr-row panels, B in kNr-column panels, C random.
+// Operands of one self-check product, packed by hand (no packer: they would ask for the active bf16 kernels,
+// which are being chosen): A pre-packed in kMr-row panels, B in kNr-column panels, C random. `special` mixes in
+// what the denormal rules act on (as tests/core/bf16_test.cpp's matrix()): values scaled by 2^-63 (products near
+// 2^-126, flushed by FTZ) and 2^-120, and denormals in C (DAZ on the accumulator read).
 struct CheckCase {
-  int64_t M = 45, N = 50, K = 83;  // edges in every direction, an odd K, a partial group
+  int64_t M, N, K;
+  bool accumulate;
   std::vector<float> a, b, c;
-  CheckCase() {
-    std::mt19937 g(12345);
+  CheckCase(int64_t m, int64_t n, int64_t k, bool acc, bool special, uint32_t seed)
+      : M(m), N(n), K(k), accumulate(acc) {
+    std::mt19937 g(seed);
     std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    auto value = [&] {
+      const float x = u(g);
+      if (!special) return x;
+      const uint32_t r = g() % 16;
+      return r == 1 ? std::ldexp(x, -63) : r == 2 ? std::ldexp(x, -120) : x;
+    };
     const int64_t kp = pairs(K);
     auto word = [](float lo, float hi) {
       return static_cast<uint32_t>(gemm::to_bf16(lo)) | (static_cast<uint32_t>(gemm::to_bf16(hi)) << 16);
@@ -302,18 +313,26 @@ struct CheckCase {
     };
     a.assign(gemm::packed_a_panels(M) * kMr * kp, 0.0f);
     for (int64_t i = 0; i < M; ++i)
-      for (int64_t p = 0; p < kp; ++p)
-        a[(i / kMr) * kp * kMr + p * kMr + i % kMr] = to_float(word(u(g), 2 * p + 1 < K ? u(g) : 0.0f));
+      for (int64_t p = 0; p < kp; ++p) {
+        const float lo = value(), hi = 2 * p + 1 < K ? value() : 0.0f;
+        a[(i / kMr) * kp * kMr + p * kMr + i % kMr] = to_float(word(lo, hi));
+      }
     b.assign(gemm::packed_b_panels(N) * kNr * kp, 0.0f);
     for (int64_t j = 0; j < N; ++j)
-      for (int64_t p = 0; p < kp; ++p)
-        b[(j / kNr) * kp * kNr + p * kNr + j % kNr] = to_float(word(u(g), 2 * p + 1 < K ? u(g) : 0.0f));
+      for (int64_t p = 0; p < kp; ++p) {
+        const float lo = value(), hi = 2 * p + 1 < K ? value() : 0.0f;
+        b[(j / kNr) * kp * kNr + p * kNr + j % kNr] = to_float(word(lo, hi));
+      }
     c.resize(M * N);
-    for (float& x : c) x = u(g);
+    for (float& x : c) {
+      x = value();
+      if (special && g() % 16 == 0) x = to_float((g() & 0x807FFFFFu) | 1u);  // a denormal
+    }
   }
   std::vector<float> run(GemmCore16 fn) const {
     std::vector<float> out = c;
-    fn(M, N, K, ASource{gemm::View{nullptr, 0, 0}, a.data(), K, 0}, 0, b.data(), K, 0, 0, out.data(), N, true, nullptr);
+    fn(M, N, K, ASource{gemm::View{nullptr, 0, 0}, a.data(), K, 0}, 0, b.data(), K, 0, 0, out.data(), N, accumulate,
+       nullptr);
     return out;
   }
 };
@@ -330,32 +349,38 @@ namespace pg::kern {
 const AmxStatus& amx_status() {
   static const AmxStatus st = [] {
     AmxStatus s;
-    s.reason = amx_impl::request_tiles();
+    s.reason = amx_request_permission();
     if (!s.reason.empty()) return s;
     // The instructions against the pseudocode's model on one product (accumulating into C): the model's bits are
     // expected (then `auto` uses the tiles); another summation order (|difference| <= 1e-4 (1 + |value|): Intel's
     // intrinsics guide describes one chain per element instead of the SDM's two) leaves them usable on request
     // only (PAGEGRAM_BF16=amx); more, or a NaN, is a broken kernel, never used.
-    const amx_impl::CheckCase cc;
-    const std::vector<float> hw = cc.run(amx_impl::kHw.core), emu = cc.run(amx_impl::kEmu.core);
+    // Three products: edges in every direction with an odd K and a partial group, accumulating into C; the
+    // denormal rules on the same shape; a fresh C (TILEZERO) over three k-blocks (C stored and reloaded between).
+    const amx_impl::CheckCase cases[] = {{45, 50, 83, true, false, 12345}, {45, 50, 83, true, true, 23456},
+                                         {37, 41, 800, false, true, 34567}};
     double worst = 0;
-    int64_t differ = 0;
+    int64_t differ = 0, outputs = 0;
     bool broken = false;
-    for (size_t i = 0; i < hw.size(); ++i) {
-      if (std::memcmp(&hw[i], &emu[i], 4) == 0) continue;
-      ++differ;
-      const double d = std::fabs(static_cast<double>(hw[i]) - emu[i]);
-      if (!(d <= 1e-4 * (1.0 + std::fabs(emu[i])))) broken = true;  // NaN included
-      if (!(d <= worst)) worst = d;
+    for (const amx_impl::CheckCase& cc : cases) {
+      const std::vector<float> hw = cc.run(amx_impl::kHw.core), emu = cc.run(amx_impl::kEmu.core);
+      outputs += static_cast<int64_t>(hw.size());
+      for (size_t i = 0; i < hw.size(); ++i) {
+        if (std::memcmp(&hw[i], &emu[i], 4) == 0) continue;
+        ++differ;
+        const double d = std::fabs(static_cast<double>(hw[i]) - emu[i]);
+        if (!(d <= 1e-4 * (1.0 + std::fabs(emu[i])))) broken = true;  // NaN included
+        if (!(d <= worst)) worst = d;
+      }
     }
     s.bit_identical = differ == 0;
     if (broken) {
-      s.reason = str("the AMX self-check failed: ", differ, " of ", hw.size(),
+      s.reason = str("the AMX self-check failed: ", differ, " of ", outputs,
                      " outputs differ from the SDM model, by up to ", worst, " (accepted: 1e-4 (1 + |value|))");
       return s;
     }
     if (differ > 0)
-      s.note = str("TDPBF16PS differs from the SDM model in ", differ, " of ", hw.size(), " outputs (by <= ", worst,
+      s.note = str("TDPBF16PS differs from the SDM model in ", differ, " of ", outputs, " outputs (by <= ", worst,
                    "): auto does not use it");
     s.usable = true;
     return s;
@@ -363,10 +388,16 @@ const AmxStatus& amx_status() {
   return st;
 }
 
+const std::string& amx_request_permission() {
+  static const std::string reason = amx_impl::request_tiles();
+  return reason;
+}
+
 const Bf16Micro* amx_bf16() { return amx_status().usable ? &amx_impl::kHw : nullptr; }
 const Bf16Micro& amx_bf16_emulated() { return amx_impl::kEmu; }
 
 double amx_dot_probe(int64_t iters) {
+  if (!amx_bf16()) return 0.0;  // never a tile instruction without the CPU, the OS and the permission
   // Four independent accumulator tiles, each TDPBF16PS 16 x 16 x 32 bf16 products (16,384 FLOPs).
   alignas(64) static const uint32_t zeros[16 * 16] = {};
   amx_impl::Hw::begin();

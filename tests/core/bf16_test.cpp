@@ -274,6 +274,15 @@ TEST_F(Bf16Gemm, AmxTilesFollowTheirModel) {
   if (!kern::amx_bf16()) {
     EXPECT_FALSE(st.usable);
     EXPECT_FALSE(st.reason.empty());
+    // the permission's answer is the status's reason unless the permission was granted and the self-check failed
+    const std::string& perm = kern::amx_request_permission();
+    if (!perm.empty()) {
+      EXPECT_EQ(st.reason, perm);
+    }
+    if (!isa::cpu_has_amx_bf16()) {
+      EXPECT_EQ(perm, "this CPU has no AMX-BF16");
+    }
+    EXPECT_EQ(kern::amx_dot_probe(1000), 0.0) << "the probe ran without usable tiles";  // (else SIGILL here)
     try {
       kern::select_bf16("amx");
       ADD_FAILURE() << "PAGEGRAM_BF16=amx accepted without usable tiles";
