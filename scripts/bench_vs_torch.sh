@@ -5,7 +5,10 @@
 # Usage: scripts/bench_vs_torch.sh [--steps N] [--shapes A,B] [--memory none,flat,engram,pagegram_s4] [--torch-env tuned|plain]
 #                                  [--isa auto|avx2,avx512] [--precision fp32,bf16]
 # --isa runs ours once per kernel set (PAGEGRAM_ISA); every row names the set and its share of the FMA peak
-# measured by `pagegram bench peak` in the same run.
+# measured by `pagegram bench peak` in the same run. PyTorch beside `--isa avx2` is held to AVX2 as well
+# (OPENBLAS_CORETYPE=Haswell, ATEN_CPU_CAPABILITY=avx2, ONEDNN_MAX_CPU_ISA=AVX2): on an AVX-512 machine the avx2 rows
+# then compare both programs as an AVX2-only CPU of the same clock would run them (an estimate for such a CPU, not a
+# measurement on one).
 # --precision runs ours once per train.precision (bf16: BF16 GEMM operands, fp32 accumulation, as PyTorch's autocast;
 # the PyTorch reference runs fp32); a bf16 row's share is of the bf16 peak (`bench peak`: VDPBF16PS chains, or the
 # FMA peak where bf16 is emulated with one fp32 FMA per product).
@@ -78,6 +81,8 @@ if lib:
     except (OSError, AttributeError):
         core = "not OpenBLAS"
 print(f"torch BLAS: {lib} core {core}", flush=True)
+cap = next((l.split(":", 1)[1].strip() for l in torch.__config__.show().splitlines() if "CPU capability" in l), "?")
+print(f"torch ATen: CPU capability {cap}", flush=True)
 sys.argv = sys.argv[1:]
 runpy.run_path(sys.argv[0], run_name="__main__")
 PY
@@ -108,21 +113,25 @@ for shape in "${shape_list[@]}"; do
        sets=(--set train.tokens_per_step=8192 --set train.micro_batch=32) ;;
     *) echo "bench_vs_torch: unknown shape $shape (A or B)" >&2; exit 2 ;;
   esac
+  for isa in "${isa_list[@]}"; do
+  # PyTorch once per kernel set: on its best kernels beside ours on auto/avx512, on AVX2 kernels beside avx2.
   tlog=$(mktemp); ttime=$(mktemp)
   if [ "$torch_env" = tuned ]; then
     # OpenBLAS 0.3.21 does not know newer Intel cores (e.g. Sapphire Rapids) and falls back to slow generic kernels
     # (30-57 GFLOP/s on 2 threads here); forcing its AVX-512 kernels gives 178.
     coretype=$(grep -q avx512f /proc/cpuinfo && echo SkylakeX || echo Haswell)
-    tenv=(env -u OPENBLAS_L2_SIZE OPENBLAS_CORETYPE=$coretype OMP_PROC_BIND=true OMP_PLACES=threads ${jemalloc:+LD_PRELOAD=$jemalloc MALLOC_CONF=dirty_decay_ms:-1,muzzy_decay_ms:-1})
+    caps=()
+    if [ "$isa" = avx2 ]; then coretype=Haswell; caps=(ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2); fi
+    tenv=(env -u OPENBLAS_L2_SIZE OPENBLAS_CORETYPE=$coretype "${caps[@]}" OMP_PROC_BIND=true OMP_PLACES=threads ${jemalloc:+LD_PRELOAD=$jemalloc MALLOC_CONF=dirty_decay_ms:-1,muzzy_decay_ms:-1})
   else
     tenv=(env)
   fi
   "${tenv[@]}" /usr/bin/time -v -o "$ttime" bash -c "$(declare -f torch_run); torch_run \"\$@\"" _ "$torch_bench" "${targs[@]}" --steps "$steps" --warmup 2 --threads 2 > "$tlog" 2>&1
-  echo "shape $shape: $(grep '^torch BLAS' "$tlog")" >&2
+  echo "shape $shape, beside ours on $isa: $(grep '^torch BLAS' "$tlog"); $(grep '^torch ATen' "$tlog")" >&2
   t_toks=$(sed -n 's/.* \([0-9]*\) tok\/s, implied.*/\1/p' "$tlog")
   t_gf=$(sed -n 's/.*implied \([0-9.]*\) GFLOP.*/\1/p' "$tlog")
   t_rss=$(rss_of "$ttime")
-  for isa in "${isa_list[@]}"; do
+  rm -f "$tlog" "$ttime"
   for prec in "${prec_list[@]}"; do
   first=""
   for mem in "${mem_list[@]}"; do
@@ -144,5 +153,4 @@ for shape in "${shape_list[@]}"; do
   done
   done
   done
-  rm -f "$tlog" "$ttime"
 done
