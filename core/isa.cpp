@@ -7,6 +7,19 @@
 #include "core/error.h"
 
 namespace pg::isa {
+namespace {
+
+struct Regs {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+};
+Regs cpuid(unsigned leaf, unsigned sub) {
+  Regs r;
+  __asm__ volatile("cpuid" : "=a"(r.a), "=b"(r.b), "=c"(r.c), "=d"(r.d) : "a"(leaf), "c"(sub));
+  return r;
+}
+unsigned max_leaf() { return cpuid(0, 0).a; }
+
+}  // namespace
 
 const char* name(Isa i) {
   switch (i) {
@@ -28,44 +41,30 @@ bool cpu_supports(Isa i) {
   return false;
 }
 
-bool cpu_has_avx512bf16() {
-  unsigned a = 0, b = 0, c = 0, d = 0;
-  __asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(0), "c"(0));
-  if (a < 7) return false;
-  __asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(7), "c"(1));
-  return ((a >> 5) & 1) != 0;
-}
+bool cpu_has_avx512bf16() { return max_leaf() >= 7 && ((cpuid(7, 1).a >> 5) & 1) != 0; }
 
 bool cpu_has_amx_bf16() {
-  unsigned a = 0, b = 0, c = 0, d = 0;
-  __asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(0), "c"(0));
-  if (a < 7) return false;
-  __asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(7), "c"(0));
+  if (max_leaf() < 7) return false;
+  const unsigned d = cpuid(7, 0).d;
   return ((d >> 24) & 1) != 0 && ((d >> 22) & 1) != 0;
 }
 
 bool os_enables_amx() {
-  unsigned a = 0, b = 0, c = 0, d = 0;
-  __asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(1), "c"(0));
-  if (((c >> 27) & 1) == 0) return false;  // OSXSAVE: XGETBV usable
+  if (((cpuid(1, 0).c >> 27) & 1) == 0) return false;  // OSXSAVE: XGETBV usable
   unsigned lo = 0, hi = 0;
   __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
   return ((lo >> 17) & 3u) == 3u;  // XTILECFG and XTILEDATA
 }
 
 std::string amx_palette_problem() {
-  unsigned a = 0, b = 0, c = 0, d = 0;
-  __asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(0), "c"(0));
-  if (a < 0x1E) return str("cpuid has no tile leaves 0x1D/0x1E (max leaf ", a, ")");
-  __asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(0x1D), "c"(0));
-  if (a < 1) return "cpuid leaf 0x1D lists no tile palette 1";
-  __asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(0x1D), "c"(1));
-  const unsigned bytes_per_row = b & 0xFFFFu, max_names = b >> 16, max_rows = c & 0xFFFFu;
+  if (const unsigned top = max_leaf(); top < 0x1E) return str("cpuid has no tile leaves 0x1D/0x1E (max leaf ", top, ")");
+  if (cpuid(0x1D, 0).a < 1) return "cpuid leaf 0x1D lists no tile palette 1";
+  const Regs p = cpuid(0x1D, 1);
+  const unsigned bytes_per_row = p.b & 0xFFFFu, max_names = p.b >> 16, max_rows = p.c & 0xFFFFu;
   if (max_names < 8 || bytes_per_row < 64 || max_rows < 16)
     return str("tile palette 1 offers ", max_names, " tiles of ", max_rows, " rows x ", bytes_per_row,
                " bytes (needed: 8 of 16 x 64)");
-  __asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(0x1E), "c"(0));
-  const unsigned tmul_maxk = b & 0xFFu, tmul_maxn = (b >> 8) & 0xFFFFu;
+  const unsigned tmul = cpuid(0x1E, 0).b, tmul_maxk = tmul & 0xFFu, tmul_maxn = (tmul >> 8) & 0xFFFFu;
   if (tmul_maxk < 16 || tmul_maxn < 64)
     return str("the tile multiplier takes k ", tmul_maxk, " and n ", tmul_maxn, " bytes (needed: 16 and 64)");
   return "";
