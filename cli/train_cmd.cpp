@@ -177,6 +177,16 @@ void register_train_commands(CLI::App& app, int argc, char** argv) {
                   s.train_tok_per_s, s.train_tok_per_s * flops / 1e9, 100.0 * s.train_tok_per_s * flops / 1e9 / pk,
                   !bf ? "FMA" : amx ? "bf16 (amx tiles)" : native ? "bf16 (vdpbf16ps)" : "FMA (bf16 emulated with fp32 FMAs)",
                   pk, bf ? peak.bf16_gemm_gflops : peak.gemm_gflops, s.peak_rss_kb / 1024.0);
+      // The median step: what ../shared/bench/torch_reference_bench.py reports for PyTorch (its RESULT line), and
+      // steadier than the mean on a VM whose neighbours take the cores for a step or two.
+      if (!s.step_seconds.empty()) {
+        const double tps = static_cast<double>(cfg.train.tokens_per_step);
+        const double med = tps / median(s.step_seconds);
+        const auto [lo, hi] = std::minmax_element(s.step_seconds.begin(), s.step_seconds.end());
+        std::printf("median step tok/s %.0f  GFLOP/s %.1f (%.0f%% of that peak); fastest step %.0f, slowest %.0f tok/s "
+                    "(%zu timed steps)\n",
+                    med, med * flops / 1e9, 100.0 * med * flops / 1e9 / pk, tps / *lo, tps / *hi, s.step_seconds.size());
+      }
       const MemoryPhaseTimes& m = s.memory_times;
       if (m.total() > 0 && s.train_seconds > 0)
         std::printf("memory %.1f%% of step time: %s\n", 100.0 * m.total() / s.train_seconds,

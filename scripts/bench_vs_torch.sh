@@ -19,7 +19,9 @@
 # Debian's python3-torch calls the system BLAS through libblas.so.3: without an OpenBLAS package that alternative is
 # the netlib reference BLAS (≈2 GFLOP/s; PyTorch then trains shape B at ≈120 tok/s), so this script installs
 # libopenblas0-pthread, which update-alternatives then selects.
-# Prints a Markdown table: tok/s, GFLOP/s, peak RSS and the ratio ours / PyTorch.
+# Prints a Markdown table: tok/s, GFLOP/s, peak RSS and the ratio ours / PyTorch. Both sides are their median timed
+# step (the PyTorch bench reports its median step; `bench train` prints the median beside its mean), with the range of
+# our steps beside it: on a VM whose neighbours take the cores for a while the mean of a few steps is not a figure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 steps=4
@@ -101,8 +103,8 @@ for isa in "${isa_list[@]}"; do
   echo "$(tr '\n' ' ' <<< "$out")"
 done
 echo
-echo "| shape | memory | precision | kernels | ours tok/s | vs ${memories%%,*} | ours GFLOP/s | share of peak | ours peak RSS MiB | PyTorch tok/s (fp32) | PyTorch GFLOP/s | PyTorch peak RSS MiB | ratio |"
-echo "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+echo "| shape | memory | precision | kernels | ours tok/s (median step) | ours steps, slowest–fastest | vs ${memories%%,*} | ours GFLOP/s | share of peak | ours peak RSS MiB | PyTorch tok/s (fp32) | PyTorch GFLOP/s | PyTorch peak RSS MiB | ratio |"
+echo "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 IFS=, read -ra shape_list <<< "$shapes"
 IFS=, read -ra mem_list <<< "$memories"
 for shape in "${shape_list[@]}"; do
@@ -140,15 +142,17 @@ for shape in "${shape_list[@]}"; do
     olog=$(mktemp); otime=$(mktemp)
     PAGEGRAM_ISA=$isa /usr/bin/time -v -o "$otime" $P bench train --config "$cfg" --synthetic --steps "$steps" --warmup 2 \
       "${sets[@]}" --set train.precision="$prec" > "$olog" 2>&1 || { cat "$olog" >&2; exit 1; }
-    o_toks=$(sed -n 's/^tok\/s \([0-9]*\) .*/\1/p' "$olog")
-    o_gf=$(sed -n 's/.*GFLOP\/s \([0-9.]*\) .*/\1/p' "$olog")
+    # The median step on both sides (the PyTorch bench's RESULT line is its median step).
+    o_toks=$(sed -n 's/^median step tok\/s \([0-9]*\) .*/\1/p' "$olog")
+    o_gf=$(sed -n 's/^median step tok\/s [0-9]*  GFLOP\/s \([0-9.]*\) .*/\1/p' "$olog")
+    o_spread=$(sed -n 's/.*fastest step \([0-9]*\), slowest \([0-9]*\) tok\/s.*/\2–\1/p' "$olog")
     o_isa=$(sed -n 's/^kernels \([^ ]*\) .*/\1/p' "$olog")
     share=$(awk -v a="$o_gf" -v b="${peak[$isa,$prec]}" 'BEGIN { if (b > 0) printf "%.0f%%", 100 * a / b; else print "?" }')
     o_rss=$(rss_of "$otime")
     ratio=$(awk -v a="$o_toks" -v b="$t_toks" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "?" }')
     [ -n "$first" ] || first="$o_toks"
     rel=$(awk -v a="$o_toks" -v b="$first" 'BEGIN { printf "%+.1f%%", 100 * (a / b - 1) }')
-    echo "| $shape | $mem | $prec | $o_isa | $o_toks | $rel | $o_gf | $share | $o_rss | $t_toks | $t_gf | $t_rss | $ratio |"
+    echo "| $shape | $mem | $prec | $o_isa | $o_toks | $o_spread | $rel | $o_gf | $share | $o_rss | $t_toks | $t_gf | $t_rss | $ratio |"
     rm -f "$olog" "$otime"
   done
   done

@@ -270,7 +270,10 @@ TrainSummary train(const ExperimentConfig& cfg, const data::DataSet& ds, const T
     const double dt = step_timer.seconds();
     st.elapsed_s += dt;
     ++steps_this_call;
-    if (steps_this_call > opt.untimed_steps) train_seconds += dt, ++timed_steps;
+    if (steps_this_call > opt.untimed_steps) {
+      train_seconds += dt, ++timed_steps;
+      sum.step_seconds.push_back(dt);
+    }
     last_loss = loss;
     const double tok_s = static_cast<double>(tc.tokens_per_step) * std::max<int64_t>(timed_steps, 1) /
                          std::max(train_seconds, dt);

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "data/pipeline.h"
 #include "model/transformer.h"
@@ -34,6 +35,7 @@ struct TrainSummary {
   double seconds = 0.0;                       // wall time of this call
   double train_tok_per_s = 0.0;               // training tokens / training seconds (evaluation excluded)
   double train_seconds = 0.0;                 // seconds of the timed steps (after TrainOptions::untimed_steps)
+  std::vector<double> step_seconds;           // each timed step's seconds, in order (they sum to train_seconds)
   MemoryPhaseTimes memory_times;              // the memory's share of train_seconds, by phase (no memory: zeros)
   double final_train_loss = 0.0;
   int64_t peak_rss_kb = 0;

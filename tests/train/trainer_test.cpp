@@ -194,6 +194,28 @@ TEST_F(TrainerTest, ResumeContinuesBitIdentically) {
   EXPECT_EQ(f.root().attr_string("status"), "finished");
 }
 
+// `bench train` reports the median of the timed steps: the summary lists each timed step (not the untimed
+// warm-up ones), in order, and they add up to the timed seconds.
+TEST_F(TrainerTest, TheSummaryListsEveryTimedStep) {
+  ExperimentConfig c = config("timed");
+  data::DataSet ds = data::open_dataset(c.data, c.tokenizer);
+  TrainOptions opt;
+  opt.progress = false;
+  opt.write_files = false;
+  opt.stop_after = 5;
+  opt.untimed_steps = 2;
+  const TrainSummary s = train(c, ds, opt);
+  EXPECT_EQ(s.steps_done, 5);
+  ASSERT_EQ(s.step_seconds.size(), 3u);
+  double total = 0;
+  for (double t : s.step_seconds) {
+    EXPECT_GT(t, 0.0);
+    total += t;
+  }
+  EXPECT_DOUBLE_EQ(total, s.train_seconds);
+  EXPECT_NEAR(s.train_tok_per_s, 3.0 * static_cast<double>(c.train.tokens_per_step) / s.train_seconds, 1e-9 * s.train_tok_per_s);
+}
+
 TEST_F(TrainerTest, CheckpointRoundTripAndRefusals) {
   ExperimentConfig c = config("ckpt");
   run(c, 2);
