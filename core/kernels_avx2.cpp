@@ -1,7 +1,8 @@
 // The AVX2 + FMA kernel table (core/kernels.h). The GEMM shares the packed layout of the AVX-512 table
 // (14-row A panels, 32-column B panels); its micro-kernel covers a 14x32 tile as two 16-column halves, each in
 // row chunks of at most 6 (14 = 5 + 5 + 4), so a chunk holds at most 12 ymm accumulators + 2 B vectors + 1
-// broadcast in the 16 ymm registers. A 16-float vector is a pair of ymm (lanes 0-7, 8-15), so reductions
+// broadcast in the 16 ymm registers. The k range is taken in sub-blocks of 128 so that the six passes over a
+// sub-block find its A and B slices in L1. A 16-float vector is a pair of ymm (lanes 0-7, 8-15), so reductions
 // keep the same 16 lane partials and the same final tree as the AVX-512 table: every result is the same bits.
 #include <immintrin.h>
 
