@@ -233,7 +233,7 @@ TrainSummary train(const ExperimentConfig& cfg, const data::DataSet& ds, const T
   if (st.step == 0) sum.first_eval = run_eval(0);
 
   double train_seconds = 0.0;
-  int64_t steps_this_call = 0, timed_steps = 0;
+  int64_t steps_this_call = 0;
   double last_loss = 0.0;
   DivergenceWatch watch;
   for (size_t i = 0; i < log.train_steps().size(); ++i) watch.add(log.train_steps()[i], log.train_losses()[i]);
@@ -271,10 +271,11 @@ TrainSummary train(const ExperimentConfig& cfg, const data::DataSet& ds, const T
     st.elapsed_s += dt;
     ++steps_this_call;
     if (steps_this_call > opt.untimed_steps) {
-      train_seconds += dt, ++timed_steps;
+      train_seconds += dt;
       sum.step_seconds.push_back(dt);
     }
     last_loss = loss;
+    const auto timed_steps = static_cast<int64_t>(sum.step_seconds.size());
     const double tok_s = static_cast<double>(tc.tokens_per_step) * std::max<int64_t>(timed_steps, 1) /
                          std::max(train_seconds, dt);
     log.train_row(st.step, st.tokens, loss, lr, gnorm, static_cast<double>(tc.tokens_per_step) / dt, st.elapsed_s);
@@ -301,7 +302,8 @@ TrainSummary train(const ExperimentConfig& cfg, const data::DataSet& ds, const T
   sum.steps_done = steps_this_call;
   sum.tokens = st.tokens;
   sum.seconds = wall.seconds();
-  sum.train_tok_per_s = train_seconds > 0 ? static_cast<double>(timed_steps * tc.tokens_per_step) / train_seconds : 0;
+  sum.train_tok_per_s =
+      train_seconds > 0 ? static_cast<double>(static_cast<int64_t>(sum.step_seconds.size()) * tc.tokens_per_step) / train_seconds : 0;
   sum.final_train_loss = last_loss;
   sum.peak_rss_kb = peak_rss_kb();
   sum.train_seconds = train_seconds;
