@@ -302,8 +302,8 @@ TrainSummary train(const ExperimentConfig& cfg, const data::DataSet& ds, const T
   sum.steps_done = steps_this_call;
   sum.tokens = st.tokens;
   sum.seconds = wall.seconds();
-  sum.train_tok_per_s =
-      train_seconds > 0 ? static_cast<double>(static_cast<int64_t>(sum.step_seconds.size()) * tc.tokens_per_step) / train_seconds : 0;
+  const double timed_tokens = static_cast<double>(sum.step_seconds.size()) * static_cast<double>(tc.tokens_per_step);
+  sum.train_tok_per_s = train_seconds > 0 ? timed_tokens / train_seconds : 0;
   sum.final_train_loss = last_loss;
   sum.peak_rss_kb = peak_rss_kb();
   sum.train_seconds = train_seconds;
