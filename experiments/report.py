@@ -345,8 +345,11 @@ def expand_sweep(path):
     for _, values in axes:
         points = [p + [v] for p in points for v in values]
     runs = []
+    only = {str(k): [int(x) for x in v] for k, v in (spec.get("variant_seeds") or {}).items()}  # sweep.cpp
     for seed in spec["seeds"]:
         for var, over in variants:
+            if var in only and seed not in only[var]:
+                continue
             for p in points:
                 grid = {k: v for (k, _), v in zip(axes, p)}
                 name = var + "".join(f"-{lab}={name_value(v)}" for lab, v in zip(labels, p)) + f"-s{seed}"
@@ -1701,6 +1704,33 @@ def fig_loss_curves_ok(sw, variants):
     return any(_curves(sw, v) for v in variants)
 
 
+PREREG_MARKER = "<!-- report.py: everything above this line is the pre-registration and is kept as it is; results below. -->"
+
+
+def preregistration(path):
+    """The pre-registered head of an existing README (up to and including the marker line, then a blank line), or ""
+    when it has no marker. The head is committed before a sweep's first run and never rewritten: the report is
+    written below it."""
+    if not os.path.exists(path):
+        return ""
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    at = text.find(PREREG_MARKER)
+    if at < 0:
+        return ""
+    return text[:at + len(PREREG_MARKER)] + "\n\n"
+
+
+def write_atomic(path, text):
+    """Writes text to path through a temporary file in the same folder, renamed over it (never half a README)."""
+    tmp = f"{path}.tmp.{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
 def kind_of(name, forced):
     """The sweep kind (a REPORT key or "generic") of a sweep name: forced if given, else the longest REPORT key the
     name starts with and not followed by a digit (so REPORT's order does not matter: regime_stage2 is not
@@ -1754,9 +1784,10 @@ def main():
             doc.append(flashsim_section(f, a.out, f"{i}-" if multi else ""))
         for i, f in enumerate(a.iobench):
             doc.append(iobench_section(f, a.out, f"{i}-" if multi else "", a.iobench_disk))
-    with open(os.path.join(a.out, "README.md"), "w") as f:
-        f.write("\n".join(doc).rstrip() + "\n")
-    print(f"wrote {os.path.join(a.out, 'README.md')}")
+    path = os.path.join(a.out, "README.md")
+    head = preregistration(path)
+    write_atomic(path, head + "\n".join(doc).rstrip() + "\n")
+    print(f"wrote {path}" + (" (below its pre-registration, kept as it was)" if head else ""))
 
 
 if __name__ == "__main__":

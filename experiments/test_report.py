@@ -136,6 +136,23 @@ class Tables(unittest.TestCase):
         with open(os.path.join(out, "README.md")) as f:
             return f.read(), out
 
+    def test_preregistration_is_kept_byte_for_byte(self):
+        out = os.path.join(self.d, "out")
+        os.makedirs(out, exist_ok=True)
+        head = "# x\n\nRule: S=4 - Engram-style <= -0.07.\n\n" + report.PREREG_MARKER + "\n\n"
+        with open(os.path.join(out, "README.md"), "w") as f:
+            f.write(head + "old results\n")
+        md, _ = self.run_report(self.s1)
+        self.assertTrue(md.startswith(head))
+        self.assertNotIn("old results", md)
+        self.assertIn("| pagegram_s4 − flat |", md)
+        md2, _ = self.run_report(self.s1)  # a second report keeps the same head, once
+        self.assertEqual(md2.count(report.PREREG_MARKER), 1)
+        self.assertTrue(md2.startswith(head))
+        # The committed pre-registrations carry the marker (else report.py would overwrite them).
+        for sweep in ("regime_d384", "regime_report_model"):
+            self.assertTrue(report.preregistration(os.path.join(HERE, sweep, "README.md")), sweep)
+
     def test_variant_and_pair_tables(self):
         md, out = self.run_report(self.s1)
         vals = [self.t1[("pagegram_s4", s)] for s in range(3)]
@@ -440,6 +457,11 @@ class Records(unittest.TestCase):
                                                      "flat-lr_mult=70-inject_layers=0,3-s0"])
         self.assertEqual(runs[1]["grid"], {"memory.lr_mult": "70", "memory.inject_layers": "[0, 3]"})
         self.assertEqual(runs[1]["overrides"]["train.tokens"], "1000")
+        with open(os.path.join(self.d, "vs.yaml"), "w") as f:  # sweep.cpp's variant_seeds (sweep_test.cpp)
+            f.write("name: v\nbase: x.yaml\nseeds: [0, 1, 2]\nvariants: {none: {}, flat: {memory.layout: flat}}\n"
+                    "variant_seeds: {none: [1, 0]}\n")
+        _, runs, _ = report.expand_sweep(os.path.join(self.d, "vs.yaml"))
+        self.assertEqual([r["name"] for r in runs], ["none-s0", "flat-s0", "none-s1", "flat-s1", "flat-s2"])
 
     def test_table_from_records_alone(self):
         md, out = self.run_report()

@@ -178,7 +178,7 @@ SweepSpec load_sweep(const std::string& path) {
   {
     KeyLister l{"", &known};
     spec.f.visit(l);
-    known.insert(known.end(), {"set", "variants", "grid"});
+    known.insert(known.end(), {"set", "variants", "grid", "variant_seeds"});
   }
   YAML::Node rest(YAML::NodeType::Map);
   for (auto it = root.begin(); it != root.end(); ++it) {
@@ -189,7 +189,7 @@ SweepSpec load_sweep(const std::string& path) {
       throw ConfigError(str(path, ": unknown key '", key, "'", near.empty() ? "" : " (did you mean '" + near + "'?)",
                             " (hint: keys here are: ", keys, ")"));
     }
-    if (key != "set" && key != "variants" && key != "grid") rest[key] = it->second;
+    if (key != "set" && key != "variants" && key != "grid" && key != "variant_seeds") rest[key] = it->second;
   }
   spec.f = cfg::from_yaml<SweepFields>(rest, path);
   if (!valid_name(spec.f.name))
@@ -232,6 +232,35 @@ SweepSpec load_sweep(const std::string& path) {
     }
   }
   if (spec.variants.empty()) spec.variants.push_back({"base", {}});
+  if (YAML::Node vs = root["variant_seeds"]) {
+    if (!vs.IsMap())
+      throw ConfigError(str(path, ": key 'variant_seeds': expected a map of variant name -> list of seeds ",
+                            "(hint: variant_seeds: {none: [0, 1]})"));
+    for (auto it = vs.begin(); it != vs.end(); ++it) {
+      const std::string var = it->first.as<std::string>();
+      const std::string origin = "variant_seeds." + var;
+      if (std::none_of(spec.variants.begin(), spec.variants.end(), [&](const SweepVariant& v) { return v.name == var; }))
+        throw ConfigError(str(path, ": key '", origin, "': no such variant (hint: name one of 'variants')"));
+      const YAML::Node list = it->second;
+      if (!list.IsSequence() || list.size() == 0)
+        throw ConfigError(str(path, ": key '", origin, "': expected a non-empty list of seeds (hint: [0, 1])"));
+      std::vector<int64_t> seeds;
+      for (const auto& e : list) {
+        int64_t s = -1;
+        try {
+          s = e.as<int64_t>();
+        } catch (const YAML::Exception&) {
+          throw ConfigError(str(path, ": key '", origin, "': '", e.Scalar(), "' is not a seed (hint: integers from 'seeds')"));
+        }
+        if (std::find(spec.f.seeds.begin(), spec.f.seeds.end(), s) == spec.f.seeds.end())
+          throw ConfigError(str(path, ": key '", origin, "': seed ", s, " is not in 'seeds' (hint: a subset of seeds)"));
+        if (std::find(seeds.begin(), seeds.end(), s) != seeds.end())
+          throw ConfigError(str(path, ": key '", origin, "': seed ", s, " is listed twice"));
+        seeds.push_back(s);
+      }
+      spec.variant_seeds[var] = std::move(seeds);
+    }
+  }
   if (YAML::Node g = root["grid"]) {
     if (!g.IsMap()) throw ConfigError(str(path, ": key 'grid': expected a map of config key -> list of values"));
     flatten_grid(g, "", path, sweep_dir, spec.grid);
@@ -289,6 +318,9 @@ std::vector<SweepRun> expand_sweep(const SweepSpec& spec) {
   for (int64_t seed : spec.f.seeds)
     for (const auto& var : spec.variants)
       for (const auto& p : points) {
+        if (auto vs = spec.variant_seeds.find(var.name);
+            vs != spec.variant_seeds.end() && std::find(vs->second.begin(), vs->second.end(), seed) == vs->second.end())
+          continue;
         SweepRun r;
         r.variant = var.name;
         r.seed = seed;

@@ -2,6 +2,7 @@
 // of its config, and the JSON manifest that lists them (experiments/RECORDS.md, report.py reads it).
 #pragma once
 #include <cstdint>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -58,6 +59,9 @@ struct SweepSpec {
   std::vector<SweepOverride> set;     // applied to every run
   std::vector<SweepVariant> variants;  // at least one (an implicit "base" when the file has none)
   std::vector<SweepGridAxis> grid;     // cartesian product, combined with every variant
+  // `variant_seeds: {none: [0, 1]}`: a variant that runs on only some of `seeds` (each listed seed must be in
+  // `seeds`); variants not named run on every seed.
+  std::map<std::string, std::vector<int64_t>> variant_seeds;
 
   const std::string& name() const { return f.name; }
   std::string base_path() const;  // base resolved against the sweep file's directory

@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -115,6 +116,23 @@ grid:
   EXPECT_EQ(pr[0].dir, (fs::absolute("runs/p") / ("base-s3-" + pr[0].hash)).lexically_normal().string());
 }
 
+TEST_F(SweepSpecTest, VariantSeedsRunAVariantOnASubsetOfTheSeeds) {
+  SweepSpec spec = load_sweep(sweep_file("name: vs\nseeds: [0, 1, 2]\nvariants: {none: {}, flat: {memory.layout: flat}}\n"
+                                         "variant_seeds: {none: [1, 0]}\n"));
+  std::vector<std::string> names;
+  for (const auto& r : expand_sweep(spec)) names.push_back(r.name);
+  // Seed by seed, as without variant_seeds; none only on its own seeds (in the order of `seeds`).
+  EXPECT_EQ(names, (std::vector<std::string>{"none-s0", "flat-s0", "none-s1", "flat-s1", "flat-s2"}));
+  // The runs it keeps are the runs the full sweep would have had (same hashes).
+  SweepSpec full = load_sweep(write_text(dir_ / "full.yaml", "name: vs\nbase: " + kTiny + "\nout_dir: " +
+                                                                  (dir_ / "runs").string() +
+                                                                  "\nseeds: [0, 1, 2]\nvariants: {none: {}, flat: "
+                                                                  "{memory.layout: flat}}\n"));
+  std::map<std::string, std::string> full_hash;
+  for (const auto& r : expand_sweep(full)) full_hash[r.name] = r.hash;
+  for (const auto& r : expand_sweep(spec)) EXPECT_EQ(r.hash, full_hash.at(r.name)) << r.name;
+}
+
 TEST_F(SweepSpecTest, BadSweepFilesNameTheKeyPath) {
   auto has = [](const std::string& msg, const std::string& part) {
     return msg.find(part) != std::string::npos ? ::testing::AssertionSuccess()
@@ -134,6 +152,17 @@ TEST_F(SweepSpecTest, BadSweepFilesNameTheKeyPath) {
   EXPECT_TRUE(has(error_of("name: x\nseeds: [0]\ngrid: {memory.slots: 4}\n"), "key 'grid.memory.slots': expected a non-empty list"));
   EXPECT_TRUE(has(error_of("name: x\nseeds: [0]\nvariants: {a-b: {}}\n"), "key 'variants.a-b'"));
   EXPECT_TRUE(has(error_of("name: x\nseeds: [0]\nvariants: [a, b]\n"), "key 'variants'"));
+  EXPECT_TRUE(has(error_of("name: x\nseeds: [0, 1]\nvariants: {a: {}}\nvariant_seeds: {b: [0]}\n"),
+                  "key 'variant_seeds.b': no such variant"));
+  EXPECT_TRUE(has(error_of("name: x\nseeds: [0, 1]\nvariants: {a: {}}\nvariant_seeds: {a: [2]}\n"),
+                  "key 'variant_seeds.a': seed 2 is not in 'seeds'"));
+  EXPECT_TRUE(has(error_of("name: x\nseeds: [0, 1]\nvariants: {a: {}}\nvariant_seeds: {a: []}\n"),
+                  "key 'variant_seeds.a': expected a non-empty list"));
+  EXPECT_TRUE(has(error_of("name: x\nseeds: [0, 1]\nvariants: {a: {}}\nvariant_seeds: {a: [0, 0]}\n"),
+                  "key 'variant_seeds.a': seed 0 is listed twice"));
+  EXPECT_TRUE(has(error_of("name: x\nseeds: [0, 1]\nvariants: {a: {}}\nvariant_seeds: {a: [x]}\n"),
+                  "key 'variant_seeds.a': 'x' is not a seed"));
+  EXPECT_TRUE(has(error_of("name: x\nseeds: [0, 1]\nvariants: {a: {}}\nvariant_seeds: [a]\n"), "key 'variant_seeds'"));
   // Values are checked by the config machinery when the run resolves; the message names run, key and origin.
   const std::string bad = error_of("name: x\nseeds: [0]\nvariants: {v: {memory.layout: pagegam}}\n");
   EXPECT_TRUE(has(bad, "run 'v-s0'"));
