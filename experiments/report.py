@@ -101,6 +101,63 @@ def paired_t(diffs):
     return t, t_test_p(t, n - 1)
 
 
+def t_quantile(q, df):
+    """The q-quantile of Student's t with df degrees of freedom (0.5 < q < 1), by bisection on t_test_p."""
+    target = 2.0 * (1.0 - q)  # two-sided p at the quantile
+    lo, hi = 0.0, 1.0
+    while t_test_p(hi, df) > target:
+        hi *= 2.0
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if t_test_p(mid, df) > target else (lo, mid)
+    return 0.5 * (lo + hi)
+
+
+def mean_ci(diffs, level=0.95):
+    """(low, high) of the t confidence interval of the mean of per-seed differences; (nan, nan) below 2 values."""
+    d = np.asarray(diffs, dtype=float)
+    if len(d) < 2:
+        return float("nan"), float("nan")
+    h = t_quantile(0.5 + level / 2.0, len(d) - 1) * d.std(ddof=1) / math.sqrt(len(d))
+    return float(d.mean() - h), float(d.mean() + h)
+
+
+def holm(ps):
+    """Holm-Bonferroni adjusted p-values (same order as ps; nan stays nan and is not counted)."""
+    idx = [i for i, p in enumerate(ps) if p is not None and math.isfinite(p)]
+    out = [float("nan")] * len(ps)
+    m, run = len(idx), 0.0
+    for rank, i in enumerate(sorted(idx, key=lambda i: ps[i])):
+        run = max(run, min(1.0, (m - rank) * ps[i]))
+        out[i] = run
+    return out
+
+
+def f_test_p(f, d1, d2):
+    """Upper tail P(F >= f) of Fisher's F(d1, d2): I_{d2/(d2 + d1 f)}(d2/2, d1/2)."""
+    if not math.isfinite(f):
+        return 0.0
+    return betainc_reg(d2 / 2.0, d1 / 2.0, d2 / (d2 + d1 * f)) if f > 0 else 1.0
+
+
+def rm_anova(matrix):
+    """One-way repeated-measures ANOVA: rows = seeds (blocks), columns = layouts. (F, df1, df2, p); nan when there
+    are fewer than 2 rows or columns or no residual spread."""
+    x = np.asarray(matrix, dtype=float)
+    n, k = x.shape if x.ndim == 2 else (0, 0)
+    if n < 2 or k < 2:
+        return float("nan"), 0, 0, float("nan")
+    g = x.mean()
+    ss_cond = n * float(((x.mean(axis=0) - g) ** 2).sum())
+    ss_subj = k * float(((x.mean(axis=1) - g) ** 2).sum())
+    ss_err = float(((x - g) ** 2).sum()) - ss_cond - ss_subj
+    d1, d2 = k - 1, (k - 1) * (n - 1)
+    if ss_err <= 0:
+        return float("nan"), d1, d2, float("nan")
+    f = (ss_cond / d1) / (ss_err / d2)
+    return f, d1, d2, f_test_p(f, d1, d2)
+
+
 def _binom_ge(n, k):
     """P(X >= k), X ~ Binomial(n, 1/2)."""
     return sum(math.comb(n, i) for i in range(max(k, 0), n + 1)) / 2.0 ** n
@@ -131,6 +188,14 @@ def selftest():
         assert abs(got - want) < 1e-4, (got, want)
     # Two-sided critical values of t: 4.604 (df 4, p 0.01), 2.131 (df 15, p 0.05).
     assert abs(t_test_p(4.604095, 4) - 0.01) < 1e-5 and abs(t_test_p(-2.131450, 15) - 0.05) < 1e-5
+    # t quantiles (scipy.stats.t.ppf): 0.975 at df 4 = 2.776445, df 7 = 2.364624, df 2 = 4.302653.
+    for df, want in ((4, 2.776445), (7, 2.364624), (2, 4.302653)):
+        assert abs(t_quantile(0.975, df) - want) < 1e-5, (df, t_quantile(0.975, df))
+    # Holm: p (0.01, 0.04, 0.03) over 3 -> (0.03, 0.06, 0.06); F(2, 8) upper tail at 4.459 = 0.05.
+    assert np.allclose(holm([0.01, 0.04, 0.03]), [0.03, 0.06, 0.06]) and abs(f_test_p(4.45897, 2, 8) - 0.05) < 1e-5
+    # A textbook repeated-measures ANOVA (6 subjects x 3 conditions): F(2, 10) = 12.534, p = 0.0019.
+    f, d1, d2, p = rm_anova([[45, 50, 55], [42, 42, 45], [36, 41, 43], [39, 35, 40], [51, 55, 59], [44, 49, 56]])
+    assert (d1, d2) == (2, 10) and abs(f - 12.534) < 1e-3 and abs(p - 0.001886) < 1e-5, (f, p)
     t, p = paired_t([-0.05, -0.07, -0.02, -0.11, -0.09])  # mean -0.068, sd 0.034928
     assert abs(t - (-0.068 / (0.0349285 / math.sqrt(5)))) < 1e-3 and abs(p - t_test_p(t, 4)) < 1e-12, (t, p)
     print("selftest ok")
@@ -617,28 +682,58 @@ def variant_table(sw, variants, refs=None):
     return "\n".join(lines)
 
 
+def fci(ci):
+    lo, hi = ci
+    return "—" if not (math.isfinite(lo) and math.isfinite(hi)) else f"{f4(lo)} … {f4(hi)}"
+
+
+def pair_stats(sw, a, b):
+    """Paired statistics of A − B over the seeds where both finished (diff < 0: A better)."""
+    fa, fb = sw.final(a), sw.final(b)
+    common = sorted(set(fa) & set(fb))
+    d = [fa[s] - fb[s] for s in common]
+    t, p = paired_t(d)
+    ps, wins, n = sign_test_p(d)
+    return dict(seeds=common, diffs=d, mean=float(np.mean(d)) if d else float("nan"),
+                sd=float(np.std(d, ddof=1)) if len(d) > 1 else float("nan"), t=t, p_t=p, ci=mean_ci(d),
+                p_sign=ps, wins=wins, n_sign=n, p_sign2=sign_test_p2(d))
+
+
 def pair_rows(sw, pairs):
-    """Rows of paired differences. pairs: (A, B, report text); diff = A - B per seed, negative = A better."""
+    """Rows of paired differences. pairs: (A, B, report text); diff = A - B per seed, negative = A better. The Holm
+    column corrects the t-tests' p over the contrasts of this table."""
     seeds = sorted({r["seed"] for r in sw.runs})
-    lines = ["| A − B | n | mean diff | sd | " + " | ".join(f"s{s}" for s in seeds) +
-             " | paired t p (2-sided) | A better | sign p (1-sided) | sign p (2-sided) | report |",
-             "|---|---:|---:|---:|" + "---:|" * len(seeds) + "---:|---:|---:|---:|---|"]
-    stats = {}
+    lines = ["| A − B | n | mean diff | 95% CI | sd | " + " | ".join(f"s{s}" for s in seeds) +
+             " | paired t p (2-sided) | Holm p | A better | sign p (1-sided) | sign p (2-sided) | report |",
+             "|---|---:|---:|---:|---:|" + "---:|" * len(seeds) + "---:|---:|---:|---:|---:|---|"]
+    stats = {(a, b): pair_stats(sw, a, b) for a, b, _ in pairs if sw.has(a) and sw.has(b)}
+    adj = dict(zip(stats, holm([st["p_t"] for st in stats.values()])))
     for a, b, ref in pairs:
-        if not (sw.has(a) and sw.has(b)):
+        if (a, b) not in stats:
             continue
-        fa, fb = sw.final(a), sw.final(b)
-        common = sorted(set(fa) & set(fb))
-        d = [fa[s] - fb[s] for s in common]
-        t, p = paired_t(d)
-        ps, wins, n = sign_test_p(d)
-        mean = float(np.mean(d)) if d else float("nan")
-        sd = float(np.std(d, ddof=1)) if len(d) > 1 else float("nan")
-        per = " | ".join(f4(fa[s] - fb[s]) if s in common else "·" for s in seeds)
-        lines.append(f"| {a} − {b} | {len(d)} | {f4(mean)} | {'—' if not math.isfinite(sd) else f'{sd:.4f}'} | {per} | "
-                     f"{fp(p)} | {wins}/{n} | {fp(ps)} | {fp(sign_test_p2(d))} | {ref} |")
-        stats[(a, b)] = dict(diffs=d, mean=mean, p_t=p, p_sign=ps, p_sign2=sign_test_p2(d))
+        st = stats[(a, b)]
+        st["p_holm"] = adj[(a, b)]
+        dd = dict(zip(st["seeds"], st["diffs"]))
+        per = " | ".join(f4(dd[s]) if s in dd else "·" for s in seeds)
+        sd = st["sd"]
+        lines.append(f"| {a} − {b} | {len(st['diffs'])} | {f4(st['mean'])} | {fci(st['ci'])} | "
+                     f"{'—' if not math.isfinite(sd) else f'{sd:.4f}'} | {per} | {fp(st['p_t'])} | {fp(st['p_holm'])} | "
+                     f"{st['wins']}/{st['n_sign']} | {fp(st['p_sign'])} | {fp(st['p_sign2'])} | {ref} |")
     return "\n".join(lines), stats
+
+
+def omnibus_line(sw, variants):
+    """The repeated-measures ANOVA over the table layouts (every variant but none) on the seeds where all finished."""
+    layouts = [v for v in variants if v != "none" and sw.final(v)]
+    if len(layouts) < 2:
+        return ""
+    seeds = sorted(set.intersection(*(set(sw.final(v)) for v in layouts)))
+    f, d1, d2, p = rm_anova([[sw.final(v)[s] for v in layouts] for s in seeds])
+    if not math.isfinite(f):
+        return f"*Omnibus:* not computed ({len(seeds)} seeds with every layout finished)."
+    return (f"*Omnibus:* repeated-measures ANOVA over the {len(layouts)} table layouts ({', '.join(layouts)}; seeds as "
+            f"blocks, the {len(seeds)} seeds where all finished): F({d1}, {d2}) = {f:.2f}, p {fp(p)}. The Holm column "
+            f"corrects each paired t-test over the contrasts of the table above.")
 
 
 # The report's numbers (SPEC §8) in one place, as the report prints them (strings keep its digits). The tables'
@@ -778,9 +873,104 @@ REPORT["regime_table2"] = dict(
     title="Regime-matched Table 2 (issue 13): none / flat / Engram-style / PageGram S=4 at 2× stage 2's tokens "
           "(report: 120M tokens, 3 seeds)",
     pairs=list(REPORT["table2"]["pairs"]))
+# Issue 38: the report's width (stage A) and the report's model (stage B) at the regime preset, each with a decision
+# rule pre-registered in its README (kept above the marker; PREREG_RULE below applies it).
+for _kind, _what in (("regime_d384", "d 384, 6 heads, vocabulary 8,192"),
+                     ("regime_report_model", "d 384, 6 heads, vocabulary 65,536")):
+    REPORT_NUM[_kind] = REPORT_NUM["table1"]
+    REPORT[_kind] = dict(
+        title=f"The report's signature at the regime preset with {_what} (issue 38): flat / Engram-style / PageGram "
+              "S=4 (report: 60M tokens, 5 seeds)",
+        pairs=[("pagegram_s4", "engram", f"{rtext(T1, ('pagegram_s4', 'engram'))} (t p=0.02)"),
+               ("engram", "flat", f"{rtext(T1, ('engram', 'flat'))} (Engram-style trails flat)"),
+               ("pagegram_s4", "flat", f"{rtext(T1, ('pagegram_s4', 'flat'))} (t p=0.08, sign p=0.03, 5/5 seeds)"),
+               ("flat", "none", "< 0 (every table beats no table)"),
+               ("engram", "none", "< 0 (every table beats no table)"),
+               ("pagegram_s4", "none", f"< 0; memory gain {rtext(T1, ('none', 'pagegram_s4'))} at 60M")],
+        extra=REPORT["table1"]["extra"])
+# The pre-registered rule of regime_d384 / regime_report_model (their README.md, above the marker): thresholds in
+# nats of paired final held-out loss; the seeds the rule is first applied to, and the seeds it grows to.
+PREREG_RULE = dict(present_s4_engram=-0.07, present_p=0.05, present_engram_flat=0.03, absent_ci=0.05,
+                   absent_engram_flat=0.0, lag=0.10, lag_evals=2, layouts=("flat", "engram", "pagegram_s4"),
+                   first_seeds={"regime_d384": 5, "regime_report_model": 3}, max_seeds=8)
+PREREG_KINDS = ("regime_d384", "regime_report_model")
+
+
+def apply_rule(s4e, ef, n_seeds, max_seeds=PREREG_RULE["max_seeds"]):
+    """The pre-registered verdict from the paired statistics of PageGram S=4 − Engram-style (s4e: mean, p_t, ci) and
+    the mean of Engram-style − flat (ef): 'signature present', 'signature absent', 'inconclusive: add seeds' (below
+    max_seeds) or 'inconclusive' (at max_seeds)."""
+    R = PREREG_RULE
+    if s4e["mean"] <= R["present_s4_engram"] and s4e["p_t"] < R["present_p"] and ef >= R["present_engram_flat"]:
+        return "signature present"
+    lo, hi = s4e["ci"]
+    if -R["absent_ci"] < lo and hi < R["absent_ci"] and ef <= R["absent_engram_flat"]:
+        return "signature absent"
+    return "inconclusive: add seeds" if n_seeds < max_seeds else "inconclusive"
+
+
+def seed_lag_stalls(sw, layouts=PREREG_RULE["layouts"], lag=PREREG_RULE["lag"], evals=PREREG_RULE["lag_evals"]):
+    """[(run, step)] of the table runs whose held-out loss exceeds their seed's median (over the seed's runs of
+    `layouts` at that evaluation) by more than `lag` at `evals` consecutive evaluations; step = the first of them."""
+    out = []
+    for r in (r for r in sw.done if r["variant"] in layouts):
+        peers = [o for o in sw.done if o["seed"] == r["seed"] and o["variant"] in layouts]
+        at = [dict(zip((int(x) for x in o["eval_step"]), o["eval_loss"])) for o in peers]
+        run = 0
+        for st, lo in zip(r["eval_step"], r["eval_loss"]):
+            vals = [a[int(st)] for a in at if int(st) in a]
+            run = run + 1 if len(vals) == len(peers) and lo - float(np.median(vals)) > lag else 0
+            if run == evals:
+                i = list(r["eval_step"]).index(st) - evals + 1
+                out.append((r, int(r["eval_step"][i])))
+                break
+    return out
+
+
+def verdict_section(sw, kind, stall=(None, None)):
+    """The pre-registered decision (README above the marker) applied to the finished runs."""
+    R = PREREG_RULE
+    first = R["first_seeds"][kind]
+    seeds = sorted({r["seed"] for r in sw.runs if r["variant"] in R["layouts"]})
+    done = sorted(set.intersection(*(set(sw.final(v)) for v in R["layouts"]))) if all(sw.has(v) for v in R["layouts"]) \
+        else []
+    s4e, ef, s4f = (pair_stats(sw, a, b) for a, b in (("pagegram_s4", "engram"), ("engram", "flat"),
+                                                      ("pagegram_s4", "flat")))
+    lines = ["### Pre-registered decision", "",
+             f"The rule above the marker line of this README, applied to the final held-out losses: "
+             f"{len(done)} of the {len(seeds)} planned seeds have all three table runs finished "
+             f"(the rule is applied at {first} seeds and, if inconclusive, at {R['max_seeds']}).", "",
+             "| quantity | n | mean | 95% CI | paired t p | rule |", "|---|---:|---:|---:|---:|---|",
+             f"| PageGram S=4 − Engram-style | {len(s4e['diffs'])} | {f4(s4e['mean'])} | {fci(s4e['ci'])} | "
+             f"{fp(s4e['p_t'])} | present: ≤ {R['present_s4_engram']:+.2f} with p < {R['present_p']}; absent: CI "
+             f"inside ±{R['absent_ci']:.2f} |",
+             f"| Engram-style − flat | {len(ef['diffs'])} | {f4(ef['mean'])} | {fci(ef['ci'])} | {fp(ef['p_t'])} | "
+             f"present: ≥ {R['present_engram_flat']:+.2f}; absent: ≤ {R['absent_engram_flat']:.0f} |",
+             f"| PageGram S=4 − flat (not in the rule) | {len(s4f['diffs'])} | {f4(s4f['mean'])} | {fci(s4f['ci'])} | "
+             f"{fp(s4f['p_t'])} | — |", ""]
+    complete = len(done) >= first and len(done) == len(seeds)
+    if complete and len(s4e["diffs"]) >= 2:
+        v = apply_rule(s4e, ef["mean"], len(done))
+        more = (f" Seeds {max(seeds) + 1}–{R['max_seeds'] - 1} are to be added (flat, Engram-style, PageGram S=4) and "
+                f"the rule applied to {R['max_seeds']} seeds." if v == "inconclusive: add seeds" else "")
+        lines.append(f"**Verdict ({len(done)} seeds): {v}.**{more}")
+    else:
+        lines.append(f"**Verdict: pending** ({len(done)} of {len(seeds)} seeds complete; the figures above are "
+                     "interim and decide nothing).")
+    det = stalls(sw, *stall) if stall[0] else stalls(sw)
+    lag = seed_lag_stalls(sw)
+    names = sorted({r["name"] for r, _ in det} | {r["name"] for r, _ in lag})
+    lines += ["", f"*Stalls (rule's definition):* report.py's detector flags {len(det)} run(s)"
+              + (f" ({', '.join(r['name'] for r, _ in det)})" if det else "")
+              + f"; {len(lag)} run(s) lag their seed's median by > {R['lag']:.2f} nats at {R['lag_evals']} consecutive "
+              "evaluations" + (" (" + ", ".join(r["name"] + f" from step {st}" for r, st in lag) + ")" if lag else "")
+              + f". Stalled runs: {', '.join(names) if names else 'none'}."]
+    return "\n".join(lines)
+
+
 # The kinds that get the optional sections of sweep_section.
 STABILITY_KINDS = ("table4_s_sweep", "regime_stage2")  # the stability table (final loss, rise above the best)
-THROUGHPUT_KINDS = ("table1", "table2", "regime_stage2", "regime_table2")  # the throughput table
+THROUGHPUT_KINDS = ("table1", "table2", "regime_stage2", "regime_table2") + PREREG_KINDS  # the throughput table
 S_SWEEP_KINDS = ("table4_s_sweep", "regime_stage2")  # Fig. 3
 
 
@@ -1583,8 +1773,11 @@ def sweep_section(sw, out, kind, stall=(STALL_WINDOW, STALL_DELTA)):
         parts += ["### Paired differences per seed (A − B; negative: A better)", "",
                   "Same seed = same backbone initialization and data order for every variant. Paired t-test "
                   "two-sided on the per-seed differences; sign test one-sided for 'A better' and two-sided (ties "
-                  "dropped); 'A better' = seeds where A's final held-out loss is lower.", "",
-                  table, "", cap, ""]
+                  "dropped); 'A better' = seeds where A's final held-out loss is lower; 95% CI: the t interval "
+                  "of the mean difference.", "",
+                  table, "", omnibus_line(sw, variants), "", cap, ""]
+    if kind in PREREG_KINDS:
+        parts += [verdict_section(sw, kind, stall), ""]
     parts += ["### Stalls", "", stall_table(sw, *stall), ""]
     if kind in STABILITY_KINDS:
         parts += ["### Stability: final loss and its rise above the run's best held-out loss", "",

@@ -474,14 +474,24 @@ class Records(unittest.TestCase):
         d = list(self.D_PAGEGRAM.values())
         cells = row(md, "pagegram_s4 − flat")
         self.assertEqual(cells[1:3], ["3", f"{np.mean(d):+.4f}"])
-        self.assertEqual(cells[8:12], [f"{t_p_df2(t_stat(d)):.3f}", "3/3", "0.125", "0.250"])
-        self.assertEqual(cells[8], "0.049")
+        # columns: name, n, mean, 95% CI, sd, s0..s3, t p, Holm p, A better, sign p (1-sided), sign p (2-sided)
+        self.assertEqual([cells[9]] + cells[11:14], [f"{t_p_df2(t_stat(d)):.3f}", "3/3", "0.125", "0.250"])
+        self.assertEqual(cells[9], "0.049")
+        h = 4.302653 * np.std(d, ddof=1) / np.sqrt(3)  # t(0.975, 2)
+        self.assertEqual(cells[3], f"{np.mean(d) - h:+.4f} … {np.mean(d) + h:+.4f}".replace("+0.0000", "0.0000"))
         d = list(self.D_ENGRAM.values())
         cells = row(md, "engram − flat")
         self.assertEqual(cells[1:3], ["4", f"{np.mean(d):+.4f}"])
-        self.assertEqual(cells[8:12], [f"{t_p_df3(t_stat(d)):.3f}", "1/4", "0.938", "0.625"])
+        self.assertEqual([cells[9]] + cells[11:14], [f"{t_p_df3(t_stat(d)):.3f}", "1/4", "0.938", "0.625"])
         d = [self.D_PAGEGRAM[s] - self.D_ENGRAM[s] for s in range(3)]
-        self.assertEqual(row(md, "pagegram_s4 − engram")[8], f"{t_p_df2(t_stat(d)):.3f}")
+        self.assertEqual(row(md, "pagegram_s4 − engram")[9], f"{t_p_df2(t_stat(d)):.3f}")
+        # Holm over the table's three contrasts: the smallest p times 3, then monotone
+        ps = {k: float(row(md, k)[9]) for k in ("pagegram_s4 − flat", "pagegram_s4 − engram", "engram − flat")}
+        want = dict(zip(ps, report.holm(list(ps.values()))))
+        for k in ps:
+            self.assertAlmostEqual(float(row(md, k)[10]), want[k], delta=0.0011, msg=k)
+        self.assertAlmostEqual(min(want.values()), min(1.0, 3 * min(ps.values())), delta=0.004)
+        self.assertIn("*Omnibus:* repeated-measures ANOVA over the 3 table layouts", md)
         for d, p in ((list(self.D_PAGEGRAM.values()), t_p_df2), (list(self.D_ENGRAM.values()), t_p_df3)):
             self.assertAlmostEqual(report.paired_t(d)[1], p(t_stat(d)), places=9)
         # regime quantities from the records' configs
@@ -703,6 +713,71 @@ class RegimeStage2(unittest.TestCase):
         self.assertEqual([t.get_text() for t in ax.get_xticklabels()], ["S=1", "S=4", "S=8", "Engram-\nstyle"])
         mean = lines(axp)["mean difference"].get_ydata()
         self.assertAlmostEqual(mean[2], -np.mean(self.diffs("pagegram_s4", "pagegram_s8")))
+
+
+D384_SWEEP = """
+name: regime_d384
+description: "pre-registered test"
+base: base.yaml
+seeds: [0, 1, 2, 3, 4]
+variants:
+  none: {memory.layout: none}
+  flat: {memory.layout: flat}
+  engram: {memory.layout: engram}
+  pagegram_s4: {memory.layout: pagegram, memory.slots: 4}
+variant_seeds: {none: [0, 1]}
+"""
+
+
+class Preregistered(unittest.TestCase):
+    """regime_d384's pre-registered rule (its README above the marker) as report.py applies it."""
+
+    def report(self, off, missing=(), lag_run=None):
+        """README of a regime_d384 sweep whose finals are flat + off[variant] + seed noise."""
+        with tempfile.TemporaryDirectory() as d:
+            noise = [0.0, 0.004, -0.003, 0.002, -0.001]
+            finals = {(v, s): 3.0 + 0.01 * s + o + (noise[(s + i) % 5] if v != "flat" else 0.0)
+                      for i, (v, o) in enumerate(off.items()) for s in range(5)
+                      if (v, s) not in missing and (v != "none" or s < 2)}
+            if lag_run:
+                finals[lag_run] += 0.15
+            spec = write_regime_sweep(d, "regime_d384", D384_SWEEP, finals)
+            r = subprocess.run([sys.executable, REPORT, spec, "--out", "o"], cwd=d, capture_output=True, text=True)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            with open(os.path.join(d, "o", "README.md")) as f:
+                return f.read()
+
+    def test_rule(self):
+        st = lambda mean, p, lo, hi: dict(mean=mean, p_t=p, ci=(lo, hi))
+        self.assertEqual(report.apply_rule(st(-0.10, 0.01, -0.14, -0.06), 0.05, 5), "signature present")
+        self.assertEqual(report.apply_rule(st(-0.10, 0.01, -0.14, -0.06), 0.02, 5), "inconclusive: add seeds")
+        self.assertEqual(report.apply_rule(st(-0.06, 0.01, -0.08, -0.04), 0.05, 5), "inconclusive: add seeds")
+        self.assertEqual(report.apply_rule(st(-0.10, 0.06, -0.2, 0.0), 0.05, 5), "inconclusive: add seeds")
+        self.assertEqual(report.apply_rule(st(-0.01, 0.5, -0.04, 0.03), -0.01, 5), "signature absent")
+        self.assertEqual(report.apply_rule(st(-0.01, 0.5, -0.04, 0.03), 0.0, 5), "signature absent")
+        self.assertEqual(report.apply_rule(st(-0.01, 0.5, -0.04, 0.03), 0.01, 5), "inconclusive: add seeds")
+        self.assertEqual(report.apply_rule(st(-0.01, 0.5, -0.06, 0.03), -0.01, 5), "inconclusive: add seeds")
+        self.assertEqual(report.apply_rule(st(-0.01, 0.5, -0.06, 0.03), -0.01, 8), "inconclusive")
+
+    def test_absent_present_pending(self):
+        md = self.report({"none": 0.8, "flat": 0.0, "engram": -0.01, "pagegram_s4": -0.015})
+        self.assertIn("### Pre-registered decision", md)
+        self.assertIn("**Verdict (5 seeds): signature absent.**", md)
+        self.assertIn("Stalled runs: none.", md)
+        self.assertEqual(row(md, "pagegram_s4 − none")[1], "2")  # none on seeds 0-1 only
+        md = self.report({"none": 0.8, "flat": 0.0, "engram": 0.05, "pagegram_s4": -0.05})
+        self.assertIn("**Verdict (5 seeds): signature present.**", md)
+        md = self.report({"none": 0.8, "flat": 0.0, "engram": 0.05, "pagegram_s4": 0.02})
+        self.assertIn("**Verdict (5 seeds): inconclusive: add seeds.** Seeds 5–7 are to be added", md)
+        md = self.report({"none": 0.8, "flat": 0.0, "engram": -0.01, "pagegram_s4": -0.015},
+                         missing={("engram", 3)})
+        self.assertIn("**Verdict: pending** (4 of 5 seeds complete", md)
+
+    def test_lagging_run_is_a_stall(self):
+        md = self.report({"none": 0.8, "flat": 0.0, "engram": -0.01, "pagegram_s4": -0.015}, lag_run=("engram", 1))
+        self.assertIn("1 run(s) lag their seed's median by > 0.10 nats at 2 consecutive evaluations (engram-s1 from "
+                      "step 0)", md)
+        self.assertIn("Stalled runs: engram-s1.", md)
 
 
 class RegimeBudget(unittest.TestCase):
