@@ -1026,12 +1026,46 @@ def stability_table(sw, variants):
     return "\n".join(lines)
 
 
+def seed_stability_table(sw):
+    """The report's seed-1 pattern per seed and evaluation: mean held-out loss of the layouts the report saw stall
+    (Engram-style, PageGram S >= 8) minus the mean of the stable ones (S = 1, 4), at each evaluation step where all
+    of a seed's runs of both groups have one. A stall of the first group shows as a difference that grows."""
+    unstable = [v for v in sw.variants if v == "engram" or (v.startswith("pagegram_s") and (slots_of(sw, v) or 0) >= 8)]
+    stable = [v for v in sw.variants if v.startswith("pagegram_s") and slots_of(sw, v) in (1, 4)]
+    if not unstable or not stable:
+        return ""
+    seeds = sorted({r["seed"] for r in sw.runs})
+    steps = sorted({int(x) for r in sw.done if r["variant"] in unstable + stable for x in r["eval_step"]})
+    lines = ["| seed | " + " | ".join(str(x) for x in steps) + " | final |", "|---|" + "---:|" * (len(steps) + 1)]
+    for s in seeds:
+        runs = {v: next((r for r in sw.done if r["variant"] == v and r["seed"] == s), None) for v in unstable + stable}
+        if any(r is None for r in runs.values()):
+            lines.append(f"| s{s} | " + " | ".join("·" for _ in steps) + " | · |")
+            continue
+        at = {v: dict(zip((int(x) for x in r["eval_step"]), r["eval_loss"])) for v, r in runs.items()}
+        cells = []
+        for x in steps:
+            if all(x in at[v] for v in at):
+                cells.append(f4(np.mean([at[v][x] for v in unstable]) - np.mean([at[v][x] for v in stable])))
+            else:
+                cells.append("·")
+        fin = np.mean([runs[v]["final"] for v in unstable]) - np.mean([runs[v]["final"] for v in stable])
+        lines.append(f"| s{s} | " + " | ".join(cells) + f" | {f4(fin)} |")
+    return ("Per seed and evaluation step: mean held-out loss of " + ", ".join(unstable) + " minus the mean of " +
+            ", ".join(stable) + " (> 0: the layouts the report saw stall are behind; a stall shows as a value that "
+            "grows along its row, as the report's seed 1 from ≈13M of 60M tokens).\n\n" + "\n".join(lines))
+
+
 # The report's training regime (SPEC §2: 60M tokens, 131,072 tokens per step, 200M-param tables, K 8, r 64,
 # 2 orders, d 384, BF16 autocast) in the quantities that set how a table row is trained (configs/regime.yaml).
 REGIME_REPORT = {"optimizer steps": "60M / 131,072 = 457.8", "tokens per step": "131,072",
                  "table params per training token": "200M / 60M = 3.33", "rows per head": "195,300",
                  "lookups per row per step": "0.67", "lookups per row over the run": "≈307",
                  "W_V compression": "1,024 : 384 = 2.7 : 1", "precision": "BF16 autocast"}
+# The report's Table 2 (120M tokens, the same tables): twice the steps, half the params per token, twice the lookups.
+REGIME_REPORT_2X = dict(REGIME_REPORT, **{"optimizer steps": "120M / 131,072 = 915.5",
+                                          "table params per training token": "200M / 120M = 1.67",
+                                          "lookups per row over the run": "≈614"})
 
 
 def regime(c):
@@ -1053,9 +1087,10 @@ def regime(c):
             ("precision", "", str(tr.get("precision", "fp32 (CPU trainer)")))]
 
 
-def regime_table(sw):
+def regime_table(sw, ref=REGIME_REPORT):
     """The regime quantities of the sweep's runs (one column per distinct regime, named by its variants) beside
-    the report's. Runs without a table (layout none) are left out unless there is nothing else."""
+    the report's (ref: REGIME_REPORT, or REGIME_REPORT_2X for the report's Table 2). Runs without a table (layout
+    none) are left out unless there is nothing else."""
     runs = [r for r in sw.runs if "config" in r]
     runs = [r for r in runs if r["config"]["memory"]["layout"] != "none"] or runs
     cols = {}
@@ -1067,7 +1102,7 @@ def regime_table(sw):
     lines = ["| quantity | " + " | ".join(heads) + " | report |", "|---|" + "---:|" * len(cols) + "---:|"]
     for i, (q, how, _) in enumerate(regime(runs[0]["config"])):
         lines.append(f"| {q}{f' ({how})' if how else ''} | " + " | ".join(c[i] for c in cols) +
-                     f" | {REGIME_REPORT[q]} |")
+                     f" | {ref[q]} |")
     return "\n".join(lines)
 
 
@@ -1746,7 +1781,8 @@ def sweep_section(sw, out, kind, stall=(STALL_WINDOW, STALL_DELTA)):
              f"Sweep `{sw.name}` ({sw.manifest['spec']}): {len(sw.runs)} runs, variants "
              f"{', '.join(sw.variants)}, seeds {sw.manifest['seeds']}" +
              (f", grid {sw.manifest['grid']}" if sw.manifest["grid"] else "") + "." + (f" {desc}" if desc else ""), "",
-             provenance(sw), "", "### Regime", "", regime_table(sw), ""]
+             provenance(sw), "", "### Regime", "",
+             regime_table(sw, REGIME_REPORT_2X if kind in ("table2", "regime_table2") else REGIME_REPORT), ""]
     not_done = [f"{r['name']} ({r['status']})" for r in sw.runs if r["status"] != "finished"]
     if not_done:
         parts += [f"**Not finished ({len(not_done)}):** " + ", ".join(not_done) + ". Their seeds are left out of "
@@ -1780,8 +1816,10 @@ def sweep_section(sw, out, kind, stall=(STALL_WINDOW, STALL_DELTA)):
         parts += [verdict_section(sw, kind, stall), ""]
     parts += ["### Stalls", "", stall_table(sw, *stall), ""]
     if kind in STABILITY_KINDS:
-        parts += ["### Stability: final loss and its rise above the run's best held-out loss", "",
-                  stability_table(sw, variants), "", cap, ""]
+        seedview = seed_stability_table(sw)
+        parts += ["### Stability per seed: the report's seed-1 pattern", "", seedview, "", cap, ""] if seedview else \
+            ["### Stability: final loss and its rise above the run's best held-out loss", "",
+             stability_table(sw, variants), "", cap, ""]
     if kind in THROUGHPUT_KINDS:
         parts += ["### Throughput", "", throughput_table(sw, variants), "", ref.get("extra", ""), "", cap, ""]
 

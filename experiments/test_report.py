@@ -687,12 +687,20 @@ class RegimeStage2(unittest.TestCase):
         self.assertIn("## Regime-matched Table 1 and S sweep (issue 13 stage 2)", self.md)
         self.assertIn("pagegram_s8-s2 (no record)", self.md)
         self.assertIn("none-s2 (no record)", self.md)
-        # stability: every (variant, seed), a dot where the run is missing
-        st = self.md.split("### Stability", 1)[1].split("### ", 1)[0]
-        cells = row(st, "pagegram_s8")
-        self.assertEqual(cells[1:], [f"{self.finals[('pagegram_s8', 0)]:.4f} (+0.000)",
-                                     f"{self.finals[('pagegram_s8', 1)]:.4f} (+0.000)", "·"])
-        self.assertEqual(row(st, "none")[3], "·")
+        # stability per seed: mean(engram, S=8) − mean(S=1, S=4) at each evaluation; a dot row where a run is missing
+        st = self.md.split("### Stability per seed", 1)[1].split("### ", 1)[0]
+        self.assertIn("mean held-out loss of engram, pagegram_s8 minus the mean of pagegram_s1, pagegram_s4", st)
+        for s in (0, 1):
+            runs = {v: curve(self.finals[(v, s)], 3 if (v, s) == ("pagegram_s8", 1) else None)
+                    for v in ("engram", "pagegram_s8", "pagegram_s1", "pagegram_s4")}
+            want = [(runs["engram"][i] + runs["pagegram_s8"][i]) / 2 - (runs["pagegram_s1"][i] + runs["pagegram_s4"][i]) / 2
+                    for i in range(len(EVAL_STEPS))]
+            cells = row(st, f"s{s}")
+            self.assertEqual(cells[1:-1], [report.f4(x) for x in want], s)
+        self.assertEqual(set(row(st, "s2")[1:]), {"·"})
+        # seed 1's S=8 plateaus: the difference grows along its row; seed 0's shrinks to the final one
+        s1 = [float(x) for x in row(st, "s1")[1:-1]]
+        self.assertGreater(s1[-1], s1[4])
         # the stall detector names the run that plateaus, and only it
         self.assertEqual(row(self.md, "pagegram_s8-s1")[1], "138 (2.26M)")
         self.assertEqual(len([l for l in self.md.splitlines() if re.match(r"\| \w+-s\d \| \d+ \(", l)]), 1)
@@ -826,6 +834,11 @@ class RegimeBudget(unittest.TestCase):
         d2 = np.mean([self.long[("engram", s)] - self.long[("flat", s)] for s in range(2)])
         self.assertEqual(e[1:5], ["2", f"{d1:+.4f}", f"{d2:+.4f}", f"{d2 - d1:+.4f}"])
         self.assertEqual(e[6:], ["0/2", "+0.074 → −0.034"])  # Engram-style catches up: the sign flips
+        # the regime table compares with the report's 2x budget (its Table 2), not with its 1x quantities
+        self.assertEqual(row(md, "optimizer steps")[-1], "120M / 131,072 = 915.5")
+        self.assertEqual(row(md, "table params per training token")[-1], "200M / 120M = 1.67")
+        self.assertEqual(row(md, "lookups per row over the run")[-1], "≈614")
+        self.assertEqual(row(self.run_report(self.s2), "optimizer steps")[-1], "60M / 131,072 = 457.8")
         # regime_table2's own section: Table 2's pairs and report numbers, throughput, Fig. 1b at 120M
         self.assertTrue(row(md, "pagegram_s4 − none")[-1].startswith("memory gain falls from 0.40 (60M) to 0.095"))
         self.assertEqual(row(md, "engram − flat")[-1], "−0.034 (Engram-style beats flat)")
