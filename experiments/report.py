@@ -1446,6 +1446,54 @@ def fig_diff_to(sw, variants, baseline, path, title, report=None, report_label="
     return fig
 
 
+def report_pair_value(kind, a, b):
+    """The report's A − B (either order stored in REPORT_NUM) as a float, or None (no signed number)."""
+    for key, sign in (((a, b), 1.0), ((b, a), -1.0)):
+        txt = REPORT_NUM.get(kind, {}).get(key)
+        if txt is not None and not txt.startswith("±"):
+            return sign * rnum(kind, key)
+    return None
+
+
+def fig_contrasts(sw, pairs, kind, path, title):
+    """One panel per contrast A − B (two columns, readable at page width): each seed's final difference, the mean
+    with its 95% t interval, the report's value as a hollow marker beside ours, and a zero line. Returns the figure
+    (None: no contrast with two seeds)."""
+    stats = [(a, b, pair_stats(sw, a, b)) for a, b, _ in pairs if sw.has(a) and sw.has(b)]
+    stats = [(a, b, st) for a, b, st in stats if len(st["diffs"]) >= 2]
+    if not stats:
+        return None
+    ncol = 2 if len(stats) > 1 else 1
+    nrow = (len(stats) + ncol - 1) // ncol
+    fig, axes = plt.subplots(nrow, ncol, figsize=(4.6 * ncol, 2.9 * nrow), squeeze=False)
+    for ax in axes.flat[len(stats):]:
+        ax.axis("off")
+    for ax, (a, b, st) in zip(axes.flat, stats):
+        d = np.asarray(st["diffs"])
+        ax.scatter(np.zeros(len(d)) + np.linspace(-0.12, 0.12, len(d)), d, s=18, color="0.45", zorder=3,
+                   label="one seed")
+        lo, hi = st["ci"]
+        ax.errorbar([0.45], [st["mean"]], yerr=[[st["mean"] - lo], [hi - st["mean"]]], fmt="o", color="k", ms=7,
+                    capsize=5, lw=1.8, label="ours: mean, 95% CI")
+        ref = report_pair_value(kind, a, b)
+        if ref is not None:
+            ax.plot([0.9], [ref], label="report", **REPORT_STYLE)
+        ax.axhline(0, color="k", lw=0.8)
+        ax.set_xlim(-0.4, 1.3)
+        ax.set_xticks([0, 0.45] + ([0.9] if ref is not None else []))
+        ax.set_xticklabels(["seeds", "ours"] + (["report"] if ref is not None else []), fontsize=8)
+        ax.set_ylabel("Δ held-out loss (nats)", fontsize=8)
+        ax.set_title(f"{a} − {b}: {st['mean']:+.3f} [{lo:+.3f}, {hi:+.3f}], n={len(d)}, p {fp(st['p_t'])}"
+                     + (f"; report {ref:+.3f}" if ref is not None else ""), fontsize=8)
+        ax.grid(axis="y", alpha=0.3)
+    fig.suptitle(title + "\n< 0: A better; grey: one seed each; black: our mean with its 95% CI; hollow crimson: "
+                 "the report", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return fig
+
+
 def slots_of(sw, variant):
     r = next((r for r in sw.runs if r["variant"] == variant and "config" in r), None)
     if r is None:
@@ -1841,6 +1889,13 @@ def sweep_section(sw, out, kind, stall=(STALL_WINDOW, STALL_DELTA)):
                                    f"({REPORT_NUM[kind]['budget']}), drawn at "
                                    "the end of our run; our final mean is the filled marker."
                                    if rdiff else "the report gives no number for this sweep's differences to flat."))
+    if kind != "regime_factors" and ref.get("pairs") and fig_contrasts(
+            sw, ref["pairs"], kind, os.path.join(out, p + "fig-contrasts.png"),
+            f"Paired differences ({sw.name})") is not None:
+        figs.append(f"![Paired differences]({p}fig-contrasts.png)")
+        figs.append("Paired differences: one panel per contrast of the table above; the report's value "
+                    + (f"({REPORT_NUM[kind]['budget']}) " if kind in REPORT_NUM else "") + "beside ours where it "
+                    "gives a signed number.")
     if kind in S_SWEEP_KINDS and fig_s_sweep(sw, os.path.join(out, p + "fig3-s-sweep.png"),
                                              f"Fig. 3 ({sw.name}): the S sweep") is not None:
         figs.append(f"![Fig. 3]({p}fig3-s-sweep.png)")

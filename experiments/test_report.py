@@ -773,6 +773,11 @@ class Preregistered(unittest.TestCase):
         self.assertIn("**Verdict (5 seeds): signature absent.**", md)
         self.assertIn("Stalled runs: none.", md)
         self.assertEqual(row(md, "pagegram_s4 − none")[1], "2")  # none on seeds 0-1 only
+        self.assertIn("![Paired differences](regime_d384-fig-contrasts.png)", md)
+        self.assertEqual(report.report_pair_value("regime_d384", "pagegram_s4", "engram"), -0.142)
+        self.assertEqual(report.report_pair_value("regime_d384", "flat", "engram"), -0.074)
+        self.assertEqual(report.report_pair_value("regime_d384", "pagegram_s4", "none"), -0.40)
+        self.assertIsNone(report.report_pair_value("table2", "pagegram_s4", "engram"))  # "within ±0.010"
         md = self.report({"none": 0.8, "flat": 0.0, "engram": 0.05, "pagegram_s4": -0.05})
         self.assertIn("**Verdict (5 seeds): signature present.**", md)
         md = self.report({"none": 0.8, "flat": 0.0, "engram": 0.05, "pagegram_s4": 0.02})
