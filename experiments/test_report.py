@@ -535,7 +535,9 @@ class Records(unittest.TestCase):
     def test_records_of_different_corpus_builds_are_named(self):
         rec = os.path.join(self.t, "records")
         md, _ = self.run_report()
-        self.assertNotIn("corpus build", md)  # no record names one: nothing to say
+        # no record names one: said once, as unknown (not checkable from the records)
+        self.assertIn("corpus build: not recorded in any of the 11 records", md)
+        self.assertNotIn("corpus builds:", md)
         write_record(rec, "flat-s0", "flat", 0, self.FLAT[0], data="train 100 tokens 2 docs; manifest aa")
         write_record(rec, "flat-s1", "flat", 1, self.FLAT[1], data="train 101 tokens 2 docs; manifest bb")
         md, _ = self.run_report()
@@ -543,6 +545,15 @@ class Records(unittest.TestCase):
         self.assertIn("flat-s0: `train 100 tokens 2 docs; manifest aa`", md)
         self.assertIn("corpus build not recorded (records written before the `data` field) for: engram-s0", md)
         self.assertEqual(row(md, "flat")[1], "4")  # named, still used
+        for f in os.listdir(rec):  # every record names the same build: said once
+            if f.endswith(".json"):
+                with open(os.path.join(rec, f)) as fh:
+                    r = json.load(fh)
+                r["data"] = "train 100 tokens 2 docs; manifest aa"
+                with open(os.path.join(rec, f), "w") as fh:
+                    json.dump(r, fh)
+        md, _ = self.run_report()
+        self.assertIn("corpus build: every record names the same `data`: `train 100 tokens 2 docs; manifest aa`", md)
 
     def test_lr_grid_from_records(self):
         t8 = os.path.join(self.d, "experiments", "table8_lr_grid")
@@ -890,6 +901,18 @@ def screening(md):
     part = md.split("### Factor screening", 1)[1].split("\n\n", 2)[1]
     cells = [[c.strip() for c in line.strip().strip("|").split("|")] for line in part.splitlines()[2:]]
     return {c[1]: c for c in cells}
+
+
+class CommittedConstants(unittest.TestCase):
+    def test_stage_differences_match_the_records(self):
+        """The screening note's stage-1-rerun and stage-2 Engram-style − flat come from the committed records."""
+        for const, sweep in ((report.STAGE1_RERUN_DIFF, "regime_stage1"), (report.STAGE2_DIFF, "regime_stage2")):
+            with contextlib.chdir(os.path.dirname(HERE)):
+                sw = report.Sweep(f"experiments/{sweep}/sweep.yaml")
+            st = report.pair_stats(sw, "engram", "flat")
+            self.assertEqual(len(st["diffs"]), const["seeds"], sweep)
+            self.assertAlmostEqual(st["mean"], const["mean"], delta=5e-5, msg=sweep)
+            self.assertAlmostEqual(st["sd"], const["sd"], delta=5e-5, msg=sweep)
 
 
 class FactorScreening(unittest.TestCase):

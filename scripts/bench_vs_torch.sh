@@ -2,8 +2,15 @@
 # Training throughput: ours (`pagegram bench train --synthetic`) vs the PyTorch reference model
 # (../shared/bench/torch_reference_bench.py, "best tuning" of PERFORMANCE.md: OpenBLAS AVX-512 kernels,
 # pinned threads (one per logical CPU), jemalloc) on shapes A and B, in one run, 2 threads each, one after the other.
-# Usage: scripts/bench_vs_torch.sh [--steps N] [--shapes A,B] [--memory none,flat,engram,pagegram_s4] [--torch-env tuned|plain]
-#                                  [--isa auto|avx2,avx512] [--precision fp32,bf16]
+# Usage: scripts/bench_vs_torch.sh [--steps N] [--shapes A,B,regime,regime384,report] [--memory none,flat,engram,pagegram_s4]
+#                                  [--torch-env tuned|plain] [--isa auto|avx2,avx512] [--precision fp32,bf16]
+# Shapes: A = configs/a (the paper's d 384, vocab 65,536, T 1,024), B = configs/b (d 192, vocab 8,192, T 256), and the
+# regime preset configs/regime.yaml at three widths: regime (d 128, 4 heads, vocab 8,192, T 128), regime384 (d 384,
+# 6 heads, vocab 8,192: experiments/regime_d384) and report (d 384, 6 heads, vocab 65,536: the report's model,
+# experiments/regime_report_model); the regime shapes run one micro-batch of 64 windows (8,192 tokens) a step on both
+# sides. PyTorch runs twice per shape and kernel set: fp32, and under BF16 autocast (`--autocast bf16`: the forward in
+# torch.autocast, fp32 master weights and AdamW); an fp32 row's ratio is to PyTorch fp32, a bf16 row's to PyTorch
+# BF16 autocast.
 # --isa runs ours once per kernel set (PAGEGRAM_ISA); every row names the set and its share of the FMA peak
 # measured by `pagegram bench peak` in the same run. PyTorch beside `--isa avx2` is held to AVX2 as well
 # (OPENBLAS_CORETYPE=Haswell, ATEN_CPU_CAPABILITY=avx2, ONEDNN_MAX_CPU_ISA=AVX2): on an AVX-512 machine the avx2 rows
@@ -103,21 +110,28 @@ for isa in "${isa_list[@]}"; do
   echo "$(tr '\n' ' ' <<< "$out")"
 done
 echo
-echo "| shape | memory | precision | kernels | ours tok/s (median step) | ours steps, slowest–fastest | vs ${memories%%,*} | ours GFLOP/s | share of peak | ours peak RSS MiB | PyTorch tok/s (fp32) | PyTorch GFLOP/s | PyTorch peak RSS MiB | ratio |"
-echo "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+echo "| shape | memory | precision | kernels | ours tok/s (median step) | ours steps, slowest–fastest | vs ${memories%%,*} | ours GFLOP/s | share of peak | ours peak RSS MiB | PyTorch fp32 tok/s | PyTorch bf16 autocast tok/s | PyTorch GFLOP/s (fp32 / bf16) | PyTorch peak RSS MiB (fp32 / bf16) | ratio to PyTorch at this precision |"
+echo "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 IFS=, read -ra shape_list <<< "$shapes"
 IFS=, read -ra mem_list <<< "$memories"
+regime_sets=(--set train.tokens_per_step=8192 --set train.micro_batch=64)
 for shape in "${shape_list[@]}"; do
   case "$shape" in
     A) dir=configs/a; targs=(--layers 6 --d 384 --heads 6 --vocab 65536 --seq 1024 --batch 4)
        sets=(--set train.tokens_per_step=4096 --set train.micro_batch=4) ;;
     B) dir=configs/b; targs=(--layers 6 --d 192 --heads 6 --vocab 8192 --seq 256 --batch 32)
        sets=(--set train.tokens_per_step=8192 --set train.micro_batch=32) ;;
-    *) echo "bench_vs_torch: unknown shape $shape (A or B)" >&2; exit 2 ;;
+    regime) dir=regime; targs=(--layers 6 --d 128 --heads 4 --vocab 8192 --seq 128 --batch 64)
+       sets=("${regime_sets[@]}") ;;
+    regime384) dir=regime; targs=(--layers 6 --d 384 --heads 6 --vocab 8192 --seq 128 --batch 64)
+       sets=("${regime_sets[@]}" --set model.d_model=384 --set model.heads=6) ;;
+    report) dir=regime; targs=(--layers 6 --d 384 --heads 6 --vocab 65536 --seq 128 --batch 64)
+       sets=("${regime_sets[@]}" --set model.d_model=384 --set model.heads=6 --set model.vocab=65536
+             --set tokenizer.vocab_size=65536) ;;
+    *) echo "bench_vs_torch: unknown shape $shape (A, B, regime, regime384 or report)" >&2; exit 2 ;;
   esac
   for isa in "${isa_list[@]}"; do
   # PyTorch once per kernel set: on its best kernels beside ours on auto/avx512, on AVX2 kernels beside avx2.
-  tlog=$(mktemp); ttime=$(mktemp)
   if [ "$torch_env" = tuned ]; then
     # OpenBLAS 0.3.21 does not know newer Intel cores (e.g. Sapphire Rapids) and falls back to slow generic kernels
     # (30-57 GFLOP/s on 2 threads here); forcing its AVX-512 kernels gives 178.
@@ -128,31 +142,47 @@ for shape in "${shape_list[@]}"; do
   else
     tenv=(env)
   fi
-  "${tenv[@]}" /usr/bin/time -v -o "$ttime" bash -c "$(declare -f torch_run); torch_run \"\$@\"" _ "$torch_bench" "${targs[@]}" --steps "$steps" --warmup 2 --threads 2 > "$tlog" 2>&1
-  echo "shape $shape, beside ours on $isa: $(grep '^torch BLAS' "$tlog"); $(grep '^torch ATen' "$tlog")" >&2
-  t_toks=$(sed -n 's/.* \([0-9]*\) tok\/s, implied.*/\1/p' "$tlog")
-  t_gf=$(sed -n 's/.*implied \([0-9.]*\) GFLOP.*/\1/p' "$tlog")
-  t_rss=$(rss_of "$ttime")
-  rm -f "$tlog" "$ttime"
+  declare -A t_toks t_gf t_rss
+  for ac in none bf16; do
+    tlog=$(mktemp); ttime=$(mktemp)
+    "${tenv[@]}" /usr/bin/time -v -o "$ttime" bash -c "$(declare -f torch_run); torch_run \"\$@\"" _ "$torch_bench" "${targs[@]}" --steps "$steps" --warmup 2 --threads 2 --autocast $ac > "$tlog" 2>&1
+    [ $ac = none ] && echo "shape $shape, beside ours on $isa: $(grep '^torch BLAS' "$tlog"); $(grep '^torch ATen' "$tlog")" >&2
+    t_toks[$ac]=$(sed -n 's/.* \([0-9]*\) tok\/s, implied.*/\1/p' "$tlog")
+    t_gf[$ac]=$(sed -n 's/.*implied \([0-9.]*\) GFLOP.*/\1/p' "$tlog")
+    t_rss[$ac]=$(rss_of "$ttime")
+    [ -n "${t_toks[$ac]}" ] || { echo "bench_vs_torch: PyTorch (autocast $ac) printed no result:" >&2; tail -5 "$tlog" >&2; }
+    rm -f "$tlog" "$ttime"
+  done
   for prec in "${prec_list[@]}"; do
   first=""
   for mem in "${mem_list[@]}"; do
-    cfg="$dir/$mem.yaml"
-    [ -f "$cfg" ] || { echo "bench_vs_torch: no preset $cfg (hint: --memory takes names of configs/a, configs/b)" >&2; exit 2; }
+    if [ "$dir" = regime ]; then
+      cfg=configs/regime.yaml
+      case "$mem" in
+        none|flat|engram) msets=(--set memory.layout=$mem) ;;
+        pagegram_s*) msets=(--set memory.layout=pagegram --set memory.slots=${mem#pagegram_s}) ;;
+        *) echo "bench_vs_torch: --memory $mem: the regime shapes take none, flat, engram, pagegram_sN" >&2; exit 2 ;;
+      esac
+    else
+      cfg="$dir/$mem.yaml"; msets=()
+      [ -f "$cfg" ] || { echo "bench_vs_torch: no preset $cfg (hint: --memory takes names of configs/a, configs/b)" >&2; exit 2; }
+    fi
     olog=$(mktemp); otime=$(mktemp)
     PAGEGRAM_ISA=$isa /usr/bin/time -v -o "$otime" $P bench train --config "$cfg" --synthetic --steps "$steps" --warmup 2 \
-      "${sets[@]}" --set train.precision="$prec" > "$olog" 2>&1 || { cat "$olog" >&2; exit 1; }
+      "${sets[@]}" "${msets[@]}" --set train.precision="$prec" > "$olog" 2>&1 || { cat "$olog" >&2; exit 1; }
     # The median step on both sides (the PyTorch bench's RESULT line is its median step).
     o_toks=$(sed -n 's/^median step tok\/s \([0-9]*\) .*/\1/p' "$olog")
     o_gf=$(sed -n 's/^median step tok\/s [0-9]*  GFLOP\/s \([0-9.]*\) .*/\1/p' "$olog")
     o_spread=$(sed -n 's/.*fastest step \([0-9]*\), slowest \([0-9]*\) tok\/s.*/\2–\1/p' "$olog")
     o_isa=$(sed -n 's/^kernels \([^ ]*\) .*/\1/p' "$olog")
-    share=$(awk -v a="$o_gf" -v b="${peak[$isa,$prec]}" 'BEGIN { if (b > 0) printf "%.0f%%", 100 * a / b; else print "?" }')
+    pk=fp32; [ "$prec" = fp32 ] || pk=bf16  # bf16 and any bf16-operand mode: the bf16 peak
+    share=$(awk -v a="$o_gf" -v b="${peak[$isa,$pk]}" 'BEGIN { if (b > 0) printf "%.0f%%", 100 * a / b; else print "?" }')
     o_rss=$(rss_of "$otime")
-    ratio=$(awk -v a="$o_toks" -v b="$t_toks" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "?" }')
+    ac=none; [ "$prec" = fp32 ] || ac=bf16
+    ratio=$(awk -v a="$o_toks" -v b="${t_toks[$ac]}" 'BEGIN { if (b > 0) printf "%.2fx", a / b; else print "?" }')
     [ -n "$first" ] || first="$o_toks"
     rel=$(awk -v a="$o_toks" -v b="$first" 'BEGIN { printf "%+.1f%%", 100 * (a / b - 1) }')
-    echo "| $shape | $mem | $prec | $o_isa | $o_toks | $o_spread | $rel | $o_gf | $share | $o_rss | $t_toks | $t_gf | $t_rss | $ratio |"
+    echo "| $shape | $mem | $prec | $o_isa | $o_toks | $o_spread | $rel | $o_gf | $share | $o_rss | ${t_toks[none]} | ${t_toks[bf16]} | ${t_gf[none]} / ${t_gf[bf16]} | ${t_rss[none]} / ${t_rss[bf16]} | $ratio |"
     rm -f "$olog" "$otime"
   done
   done
