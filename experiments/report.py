@@ -1482,7 +1482,7 @@ def fig_contrasts(sw, pairs, kind, path, title):
         return None
     ncol = 2 if len(stats) > 1 else 1
     nrow = (len(stats) + ncol - 1) // ncol
-    fig, axes = plt.subplots(nrow, ncol, figsize=(4.6 * ncol, 2.9 * nrow), squeeze=False)
+    fig, axes = plt.subplots(nrow, ncol, figsize=(4.8 * ncol, 3.1 * nrow + 0.6), squeeze=False)
     for ax in axes.flat[len(stats):]:
         ax.axis("off")
     for ax, (a, b, st) in zip(axes.flat, stats):
@@ -1500,12 +1500,12 @@ def fig_contrasts(sw, pairs, kind, path, title):
         ax.set_xticks([0, 0.45] + ([0.9] if ref is not None else []))
         ax.set_xticklabels(["seeds", "ours"] + (["report"] if ref is not None else []), fontsize=8)
         ax.set_ylabel("Δ held-out loss (nats)", fontsize=8)
-        ax.set_title(f"{a} − {b}: {st['mean']:+.3f} [{lo:+.3f}, {hi:+.3f}], n={len(d)}, p {fp(st['p_t'])}"
+        ax.set_title(f"{a} − {b}\nours {st['mean']:+.3f} [{lo:+.3f}, {hi:+.3f}], n={len(d)}, p {fp(st['p_t'])}"
                      + (f"; report {ref:+.3f}" if ref is not None else ""), fontsize=8)
         ax.grid(axis="y", alpha=0.3)
     fig.suptitle(title + "\n< 0: A better; grey: one seed each; black: our mean with its 95% CI; hollow crimson: "
                  "the report", fontsize=9)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.6 / (3.1 * nrow + 0.6)))
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return fig
