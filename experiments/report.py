@@ -1532,7 +1532,7 @@ def fig_s_sweep(sw, path, title):
     cats = [(f"S={S}", v) for S, v in ss] + ([("Engram-\nstyle", "engram")] if "engram" in sw.variants else [])
     seeds = sorted({r["seed"] for r in sw.done})
     fin = {v: sw.final(v) for _, v in cats}
-    fig, (ax, axp, ax2) = plt.subplots(1, 3, figsize=(15, 4.4))
+    fig, (ax, axp, ax2) = plt.subplots(1, 3, figsize=(15, 5.4))
     x = np.arange(len(cats))
     jit = {s: 0.16 * (i - (len(seeds) - 1) / 2) / max(1, len(seeds) - 1) for i, s in enumerate(seeds)}  # ±0.08
     for i, s in enumerate(seeds):
@@ -1545,13 +1545,19 @@ def fig_s_sweep(sw, path, title):
     sds = [np.std(list(fin[v].values()), ddof=1) if len(fin[v]) > 1 else 0.0 for _, v in cats]
     ax.errorbar(x, means, yerr=sds, fmt="_", color="k", ms=16, mew=2, capsize=5, elinewidth=1.5,
                 label="mean ± sd over seeds")
-    def label(a, ylabel, title):  # one S category per tick, as both panels show them
+    flat = list(sw.final("flat").values()) if sw.has("flat") else []
+    if flat:  # the flat table as a band across every S, as the report's Fig. 3 draws it
+        fm, fs = float(np.mean(flat)), float(np.std(flat, ddof=1)) if len(flat) > 1 else 0.0
+        ax.axhspan(fm - fs, fm + fs, color="tab:blue", alpha=0.15, lw=0, label=f"flat: mean ± sd ({len(flat)} seeds)")
+        ax.axhline(fm, color="tab:blue", lw=1.2, ls="--")
+
+    def label(a, ylabel, title):  # one S category per tick, as both panels show them; legend under the axes
         a.set_xticks(x)
         a.set_xticklabels([c for c, _ in cats])
         a.set_ylabel(ylabel)
         a.set_title(title, fontsize=9)
         a.grid(alpha=0.3)
-        a.legend(fontsize=7)
+        a.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=3, frameon=False)
     label(ax, "final held-out loss (nats)", "(a) final loss per S: seeds and mean ± sd")
     # (b) paired: the same seed's S=4 run subtracted.
     ref = next((v for S, v in ss if S == 4), None)
@@ -1592,7 +1598,7 @@ def fig_s_sweep(sw, path, title):
         ax2.set_xlabel("training tokens (M)")
         ax2.set_ylabel("held-out loss − same seed's S=4 (nats)")
         ax2.grid(alpha=0.3)
-        ax2.legend(fontsize=7)
+        ax2.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=3, frameon=False)
     else:
         ax2.set_axis_off()
     fig.suptitle(title + f" ({len(seeds)} seeds). Report: no comparable number (its S ≥ 8 and Engram-style runs "
@@ -1964,7 +1970,70 @@ def budget_mismatch(short, long):
             for k in sorted(set(a) & set(b)) if set(a[k]) != set(b[k])]
 
 
-def budget_section(short, long):
+# The report's value of a BUDGET_CONTRASTS entry at 60M and 120M tokens (None where it gives no signed number).
+def _report_at(kind, a, b):
+    return report_pair_value(kind, a, b)
+
+
+def fig_budget(short, long, path, title):
+    """The Table 2 budget figure: one panel per contrast of BUDGET_CONTRASTS that both sweeps have, our mean with
+    its 95% CI at both budgets (the seeds where all four runs finished, joined by a line) and the report's values at
+    60M and 120M as hollow markers on a second x position pair. Returns the figure (None: no contrast)."""
+    rows = []
+    for a, b, label, _ in BUDGET_CONTRASTS:
+        if not all(sw.has(v) for sw in (short, long) for v in (a, b)):
+            continue
+        sa, sb, la, lb = short.final(a), short.final(b), long.final(a), long.final(b)
+        seeds = sorted(set(sa) & set(sb) & set(la) & set(lb))
+        if len(seeds) < 2:
+            continue
+        d1 = np.array([sa[s] - sb[s] for s in seeds])
+        d2 = np.array([la[s] - lb[s] for s in seeds])
+        rows.append((a, b, label, seeds, d1, d2))
+    if not rows:
+        return None
+    ncol = 2 if len(rows) > 1 else 1
+    nrow = (len(rows) + ncol - 1) // ncol
+    fig, axes = plt.subplots(nrow, ncol, figsize=(4.8 * ncol, 3.1 * nrow + 0.6), squeeze=False)
+    for ax in axes.flat[len(rows):]:
+        ax.axis("off")
+    for ax, (a, b, label, seeds, d1, d2) in zip(axes.flat, rows):
+        for i in range(len(seeds)):
+            ax.plot([0, 1], [d1[i], d2[i]], color="0.6", lw=0.8, marker="o", ms=3)
+        for x, d in ((0, d1), (1, d2)):
+            lo, hi = mean_ci(d)
+            ax.errorbar([x + 0.08], [d.mean()], yerr=[[d.mean() - lo], [hi - d.mean()]], fmt="o", color="k", ms=7,
+                        capsize=5, lw=1.8)
+        ax.plot([0.08, 1.08], [d1.mean(), d2.mean()], color="k", lw=1.8)
+        r1, r2 = _report_at(T1, a, b), _report_at(T2, a, b)
+        pts = [(x, r) for x, r in ((2, r1), (3, r2)) if r is not None]
+        if pts:
+            ax.plot([x for x, _ in pts], [r for _, r in pts], color="crimson", lw=1, ls=":")
+            for x, r in pts:
+                ax.plot([x], [r], **REPORT_STYLE)
+        ax.axhline(0, color="k", lw=0.8)
+        ax.set_xticks([0, 1, 2, 3])
+        ax.set_xticklabels([f"ours\n{fmt_count(short_tokens(short))}", f"ours\n{fmt_count(short_tokens(long))}",
+                            "report\n60M", "report\n120M"], fontsize=8)
+        ax.set_xlim(-0.4, 3.4)
+        ax.set_ylabel("Δ held-out loss (nats)", fontsize=8)
+        ax.set_title(f"{label}\nours {d1.mean():+.3f} → {d2.mean():+.3f} (n={len(seeds)})"
+                     + (f"; report {r1:+.3f} → {r2:+.3f}" if r1 is not None and r2 is not None else ""), fontsize=8)
+        ax.grid(axis="y", alpha=0.3)
+    fig.suptitle(title + "\ngrey: one seed at both budgets; black: our mean with its 95% CI; hollow crimson: the "
+                 "report", fontsize=9)
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.6 / (3.1 * nrow + 0.6)))
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return fig
+
+
+def short_tokens(sw):
+    c = sw.config()
+    return total_steps(c["train"]) * c["train"]["tokens_per_step"] if c else 0
+
+
+def budget_section(short, long, out=None):
     """Contrasts at two token budgets (short: Table 1, long: Table 2), paired over the seeds both finished; says
     whether the two sweeps' configs differ in anything besides the budget (budget_mismatch)."""
     def tokens(sw):
@@ -2000,7 +2069,12 @@ def budget_section(short, long):
         same = int(np.sum(np.sign(d1) == np.sign(d2)))
         lines.append(f"| {label} | {len(seeds)} | {f4(d1.mean())} | {f4(d2.mean())} | {f4((d2 - d1).mean())} | "
                      f"{fp(p)} | {same}/{len(seeds)} | {ref} |")
-    return "\n".join(lines + ["", caption(long), ""])
+    lines += ["", caption(long), ""]
+    name = f"{long.name}-fig-budget.png"
+    if out and fig_budget(short, long, os.path.join(out, name), f"Budget: {short.name} vs {long.name}") is not None:
+        lines += [f"![Budget]({name})", "", "Budget figure: each contrast at both budgets, ours (seeds, mean and 95% "
+                  "CI) beside the report's 60M → 120M where it gives a signed number.", ""]
+    return "\n".join(lines)
 
 
 def fig_loss_curves_ok(sw, variants):
@@ -2079,7 +2153,7 @@ def main():
     if a.compare_budget:
         if len(sweeps) != 1:
             ap.error("--compare-budget needs exactly one sweep (the longer budget)")
-        doc.append(budget_section(Sweep(a.compare_budget), sweeps[0]))
+        doc.append(budget_section(Sweep(a.compare_budget), sweeps[0], a.out))
     if a.flashsim or a.iobench:
         doc += ["## Storage", ""]
         multi = len(a.flashsim) + len(a.iobench) > 2
