@@ -2108,6 +2108,113 @@ def write_atomic(path, text):
     os.replace(tmp, path)
 
 
+# ------------------------------------------------------------------------------------------------------------
+# The claims index (experiments/README.md): every claim of the report with our value, from the records.
+
+# (claim, sweep folder, A, B, report kind for the value, note). A − B in nats of final held-out loss.
+CLAIMS = [
+    ("Table 1: PageGram S=4 beats flat", "regime_stage2", "pagegram_s4", "flat", T1),
+    ("Table 1: PageGram S=4 beats Engram-style", "regime_stage2", "pagegram_s4", "engram", T1),
+    ("Table 1: Engram-style trails flat", "regime_stage2", "engram", "flat", T1),
+    ("Table 1: memory gain (PageGram S=4 − none)", "regime_stage2", "pagegram_s4", "none", T1),
+    ("Table 4: S=4 beats S=8", "regime_stage2", "pagegram_s4", "pagegram_s8", None),
+    ("Table 4: S=4 beats S=15", "regime_stage2", "pagegram_s4", "pagegram_s15", None),
+    ("Table 4: S=4 vs S=1 (both stable)", "regime_stage2", "pagegram_s4", "pagegram_s1", None),
+    ("Table 1 at d 384 (issue 38 A): PageGram S=4 − Engram-style", "regime_d384", "pagegram_s4", "engram", T1),
+    ("Table 1 at d 384 (issue 38 A): Engram-style − flat", "regime_d384", "engram", "flat", T1),
+    ("Table 1 at d 384 (issue 38 A): PageGram S=4 − flat", "regime_d384", "pagegram_s4", "flat", T1),
+    ("Table 1, the report's model (issue 38 B): PageGram S=4 − Engram-style", "regime_report_model", "pagegram_s4",
+     "engram", T1),
+    ("Table 1, the report's model (issue 38 B): Engram-style − flat", "regime_report_model", "engram", "flat", T1),
+    ("Table 2 (2x tokens): PageGram S=4 − flat", "regime_table2", "pagegram_s4", "flat", T2),
+    ("Table 2 (2x tokens): Engram-style − flat", "regime_table2", "engram", "flat", T2),
+    ("Table 2 (2x tokens): memory gain (PageGram S=4 − none)", "regime_table2", "pagegram_s4", "none", T2),
+    ("Table 2 (2x tokens): PageGram S=4 − Engram-style (report: within ±0.010)", "regime_table2", "pagegram_s4",
+     "engram", T2),
+]
+INDEX_MARKER = "<!-- report.py --index: everything above this line is kept; the claims table below is written from the records. -->"
+
+
+def claim_verdict(st, ref):
+    """Our paired statistics against the report's value: 'reproduced' (same sign, p < 0.05, the report's value
+    inside our 95% CI), 'same sign, smaller' / 'same sign, larger' (p < 0.05, report outside the CI), 'not
+    reproduced' (the report's value outside our CI and our mean of the other sign or not significant),
+    'inconclusive' (report inside the CI, not significant); 'no report number' / 'pending'."""
+    if len(st["diffs"]) < 2 or not math.isfinite(st["p_t"]):
+        return "pending"
+    if ref is None:
+        return "no report number"
+    lo, hi = st["ci"]
+    inside, sig, same = lo <= ref <= hi, st["p_t"] < 0.05, np.sign(st["mean"]) == np.sign(ref)
+    if sig and same:
+        return "reproduced" if inside else ("same sign, smaller" if abs(st["mean"]) < abs(ref) else "same sign, larger")
+    return "inconclusive" if inside else "not reproduced"
+
+
+def claims_table(root):
+    """The claims index as Markdown, from experiments/<sweep>/records (root: the experiments folder)."""
+    lines = ["| claim | report | ours (mean, 95% CI) | seeds | p (t) | verdict | where |",
+             "|---|---:|---:|---:|---:|---|---|"]
+    cache = {}
+    for claim, folder, a, b, kind in CLAIMS:
+        spec = os.path.join(root, folder, "sweep.yaml")
+        if folder not in cache:
+            cache[folder] = Sweep(spec) if os.path.exists(spec) and records_of(spec) else None
+        sw = cache[folder]
+        ref = report_pair_value(kind, a, b) if kind else None
+        within = kind == T2 and (a, b) == ("pagegram_s4", "engram")
+        rtxt = "±0.010" if within else ("—" if ref is None else f"{ref:+.3f}")
+        link = f"[{folder}]({folder}/README.md)"
+        if sw is None or not (sw.has(a) and sw.has(b)):
+            lines.append(f"| {claim} | {rtxt} | — | 0 | — | pending (no records yet) | {link} |")
+            continue
+        st = pair_stats(sw, a, b)
+        if within:
+            lo, hi = st["ci"]
+            v = ("pending" if len(st["diffs"]) < 2 else "reproduced (CI inside ±0.010)" if -0.01 <= lo and hi <= 0.01
+                 else "consistent (CI contains 0)" if lo <= 0 <= hi else "not reproduced")
+        else:
+            v = claim_verdict(st, ref)
+        ours = "—" if not st["diffs"] else f"{f4(st['mean'])} ({fci(st['ci'])})"
+        lines.append(f"| {claim} | {rtxt} | {ours} | {len(st['diffs'])} | {fp(st['p_t'])} | {v} | {link} |")
+    for folder in ("regime_stage2", "regime_d384", "regime_report_model"):
+        sw = cache.get(folder)
+        link = f"[{folder}]({folder}/README.md)"
+        claim = f"Fig. 3: S ≥ 8 and Engram-style stall on seed 1 ({folder})"
+        if sw is None or not sw.done:
+            lines.append(f"| {claim} | stall | — | 0 | — | pending (no records yet) | {link} |")
+            continue
+        found = stalls(sw)
+        seeds = sorted({r["seed"] for r in sw.done})
+        who = ", ".join(r["name"] for r, _ in found)
+        lines.append(f"| {claim} | stall | {len(found)} of {len(sw.done)} runs stall{f' ({who})' if who else ''} | "
+                     f"{len(seeds)} | — | {'reproduced' if found else 'not reproduced (no stall)'} | {link} |")
+    return "\n".join(lines)
+
+
+def write_index(path):
+    """experiments/README.md: its hand-written head (above INDEX_MARKER) kept, the claims table rewritten."""
+    head = ""
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+        at = text.find(INDEX_MARKER)
+        if at >= 0:
+            head = text[:at]
+    if not head:
+        head = "# Experiments\n\n"
+    body = (INDEX_MARKER + "\n\n## Claims of the report, ours beside them\n\n"
+            f"Written by `python3 experiments/report.py --index experiments/README.md` (commit {git_head()}) from the "
+            "committed records alone. A − B in nats of final held-out loss (negative: A better), paired by seed. "
+            "Verdict: *reproduced* = our mean has the report's sign, p < 0.05 and the report's value lies inside our "
+            "95% CI; *same sign, smaller/larger* = significant, same sign, the report's value outside our CI; *not "
+            "reproduced* = the report's value lies outside our CI and our mean has the other sign or is not "
+            "significant; *inconclusive* = the report's value inside our CI, not significant. Each folder's README "
+            "has the per-seed tables, Holm-corrected p-values and figures.\n\n" + claims_table(os.path.dirname(path)) +
+            "\n")
+    write_atomic(path, head + body)
+
+
 def kind_of(name, forced):
     """The sweep kind (a REPORT key or "generic") of a sweep name: forced if given, else the longest REPORT key the
     name starts with and not followed by a digit (so REPORT's order does not matter: regime_stage2 is not
@@ -2135,9 +2242,14 @@ def main():
     ap.add_argument("--stall-window", type=int, default=STALL_WINDOW, help="stall detector: evaluations (RECORDS.md)")
     ap.add_argument("--stall-delta", type=float, default=STALL_DELTA, help="stall detector: nats (RECORDS.md)")
     ap.add_argument("--selftest", action="store_true", help="check the statistics against reference values")
+    ap.add_argument("--index", metavar="README", help="write the claims index (experiments/README.md) from the records")
     a = ap.parse_args()
     if a.selftest:
         selftest()
+        return
+    if a.index:
+        write_index(a.index)
+        print(f"wrote {a.index}")
         return
     if not a.out or not (a.sweeps or a.flashsim or a.iobench):
         ap.error("give --out and at least one sweep, --flashsim or --iobench file")

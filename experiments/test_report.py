@@ -915,6 +915,42 @@ class CommittedConstants(unittest.TestCase):
             self.assertAlmostEqual(st["sd"], const["sd"], delta=5e-5, msg=sweep)
 
 
+class ClaimsIndex(unittest.TestCase):
+    def test_verdicts(self):
+        st = lambda mean, p, lo, hi, n=5: dict(mean=mean, p_t=p, ci=(lo, hi), diffs=[0.0] * n)
+        self.assertEqual(report.claim_verdict(st(-0.06, 0.01, -0.09, -0.03), -0.067), "reproduced")
+        self.assertEqual(report.claim_verdict(st(-0.02, 0.01, -0.03, -0.01), -0.067), "same sign, smaller")
+        self.assertEqual(report.claim_verdict(st(-0.8, 0.001, -0.85, -0.75), -0.40), "same sign, larger")
+        self.assertEqual(report.claim_verdict(st(-0.01, 0.3, -0.03, 0.01), 0.074), "not reproduced")
+        self.assertEqual(report.claim_verdict(st(0.02, 0.01, 0.01, 0.03), -0.067), "not reproduced")
+        self.assertEqual(report.claim_verdict(st(-0.01, 0.6, -0.09, 0.07), -0.024), "inconclusive")
+        self.assertEqual(report.claim_verdict(st(-0.01, 0.6, -0.09, 0.07), None), "no report number")
+        self.assertEqual(report.claim_verdict(st(-0.01, float("nan"), 0, 0, n=1), -0.067), "pending")
+
+    def test_index_keeps_its_head_and_reads_the_records(self):
+        with tempfile.TemporaryDirectory() as d:
+            finals = {(v, s): 3.0 + o + 0.01 * s + 0.003 * ((s + i) % 3)
+                      for i, (v, o) in enumerate({"none": 0.8, "flat": 0.0, "engram": -0.01,
+                                                  "pagegram_s1": 0.0, "pagegram_s4": -0.06,
+                                                  "pagegram_s8": 0.0}.items()) for s in range(3)}
+            write_regime_sweep(d, "regime_stage2", STAGE2_SWEEP, finals)
+            path = os.path.join(d, "experiments", "README.md")
+            with open(path, "w") as f:
+                f.write("# Mine\n\nhand-written\n\n" + report.INDEX_MARKER + "\nold table\n")
+            r = subprocess.run([sys.executable, REPORT, "--index", path], capture_output=True, text=True)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            with open(path) as f:
+                md = f.read()
+            self.assertTrue(md.startswith("# Mine\n\nhand-written\n\n" + report.INDEX_MARKER))
+            self.assertNotIn("old table", md)
+            d4 = [finals[("pagegram_s4", s)] - finals[("flat", s)] for s in range(3)]
+            cells = row(md, "Table 1: PageGram S=4 beats flat")
+            self.assertEqual(cells[1:4], ["-0.067", f"{np.mean(d4):+.4f} ({report.fci(report.mean_ci(d4))})", "3"])
+            self.assertEqual(row(md, "Table 1 at d 384 (issue 38 A): Engram-style − flat")[5], "pending (no records yet)")
+            self.assertEqual(row(md, "Fig. 3: S ≥ 8 and Engram-style stall on seed 1 (regime_stage2)")[2],
+                             "0 of 18 runs stall")
+
+
 class FactorScreening(unittest.TestCase):
     # Final held-out losses {(variant, seed): loss}: seeds 0 and 1 for the base and bf16 pairs, seed 0 for the rest;
     # engram_batch2x has no record (pending), nor flat_batch2x-s1.
