@@ -1472,6 +1472,24 @@ def report_pair_value(kind, a, b):
     return None
 
 
+def panel_grid(n):
+    """n panels in two columns (one when n = 1), each readable at page width, room above for a two-line title;
+    unused panels hidden. Returns (figure, axes, rows)."""
+    ncol = 2 if n > 1 else 1
+    nrow = (n + ncol - 1) // ncol
+    fig, axes = plt.subplots(nrow, ncol, figsize=(4.8 * ncol, 3.1 * nrow + 0.6), squeeze=False)
+    for ax in axes.flat[n:]:
+        ax.axis("off")
+    return fig, axes, nrow
+
+
+def finish_panels(fig, nrow, path):
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.6 / (3.1 * nrow + 0.6)))
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return fig
+
+
 def fig_contrasts(sw, pairs, kind, path, title):
     """One panel per contrast A − B (two columns, readable at page width): each seed's final difference, the mean
     with its 95% t interval, the report's value as a hollow marker beside ours, and a zero line. Returns the figure
@@ -1480,11 +1498,7 @@ def fig_contrasts(sw, pairs, kind, path, title):
     stats = [(a, b, st) for a, b, st in stats if len(st["diffs"]) >= 2]
     if not stats:
         return None
-    ncol = 2 if len(stats) > 1 else 1
-    nrow = (len(stats) + ncol - 1) // ncol
-    fig, axes = plt.subplots(nrow, ncol, figsize=(4.8 * ncol, 3.1 * nrow + 0.6), squeeze=False)
-    for ax in axes.flat[len(stats):]:
-        ax.axis("off")
+    fig, axes, nrow = panel_grid(len(stats))
     for ax, (a, b, st) in zip(axes.flat, stats):
         d = np.asarray(st["diffs"])
         ax.scatter(np.zeros(len(d)) + np.linspace(-0.12, 0.12, len(d)), d, s=18, color="0.45", zorder=3,
@@ -1505,10 +1519,7 @@ def fig_contrasts(sw, pairs, kind, path, title):
         ax.grid(axis="y", alpha=0.3)
     fig.suptitle(title + "\n< 0: A better; grey: one seed each; black: our mean with its 95% CI; hollow crimson: "
                  "the report", fontsize=9)
-    fig.tight_layout(rect=(0, 0, 1, 1 - 0.6 / (3.1 * nrow + 0.6)))
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return fig
+    return finish_panels(fig, nrow, path)
 
 
 def slots_of(sw, variant):
@@ -1992,11 +2003,7 @@ def fig_budget(short, long, path, title):
         rows.append((a, b, label, seeds, d1, d2))
     if not rows:
         return None
-    ncol = 2 if len(rows) > 1 else 1
-    nrow = (len(rows) + ncol - 1) // ncol
-    fig, axes = plt.subplots(nrow, ncol, figsize=(4.8 * ncol, 3.1 * nrow + 0.6), squeeze=False)
-    for ax in axes.flat[len(rows):]:
-        ax.axis("off")
+    fig, axes, nrow = panel_grid(len(rows))
     for ax, (a, b, label, seeds, d1, d2) in zip(axes.flat, rows):
         for i in range(len(seeds)):
             ax.plot([0, 1], [d1[i], d2[i]], color="0.6", lw=0.8, marker="o", ms=3)
@@ -2022,10 +2029,7 @@ def fig_budget(short, long, path, title):
         ax.grid(axis="y", alpha=0.3)
     fig.suptitle(title + "\ngrey: one seed at both budgets; black: our mean with its 95% CI; hollow crimson: the "
                  "report", fontsize=9)
-    fig.tight_layout(rect=(0, 0, 1, 1 - 0.6 / (3.1 * nrow + 0.6)))
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return fig
+    return finish_panels(fig, nrow, path)
 
 
 def short_tokens(sw):

@@ -1,5 +1,5 @@
 // Opening an engine from command-line choices, and `pagegram serve`: a line protocol on a stream holding several
-// sessions (README "Generation and serving"). One request per line, one reply line per request:
+// sessions (docs/serving.md). One request per line, one reply line per request:
 //
 //   open [seed=N] [temperature=X] [top_k=K]   ok <session>
 //   feed <s> <text>                           ok <tokens fed>           (the text's tokens, no end of document)

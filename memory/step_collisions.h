@@ -1,5 +1,5 @@
 // Per-step collision statistics of a training batch (issue 13 item 1; logged to the run log's /collisions
-// group, README "Run log"). The trainer hands every micro-batch's addresses and n-gram keys of one optimizer
+// group, train/FORMATS.md, "Run log"). The trainer hands every micro-batch's addresses and n-gram keys of one optimizer
 // step to a StepCollisionCounter; finish() returns, per order o and head k, over the lookups of that step:
 //
 //   lookups          N: the step's positions (one lookup per position, order and head)

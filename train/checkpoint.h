@@ -1,4 +1,4 @@
-// Checkpoints: one HDF5 file per run (layout in README "Checkpoint format"), written atomically.
+// Checkpoints: one HDF5 file per run (layout in train/FORMATS.md), written atomically.
 // Holds every parameter by name with its shape, AdamW moments, step, tokens, sampler counter and the
 // resolved config; the reader refuses foreign, truncated or mismatched files with what and where.
 #pragma once

@@ -1,4 +1,4 @@
-// The ranks of a data-parallel run (README "Data-parallel training (MPI)"). MPI is initialized only when a
+// The ranks of a data-parallel run (docs/mpi.md). MPI is initialized only when a
 // launcher started this process as one of several ranks (mpirun / srun --mpi=pmix: their environment says so);
 // a plain process is rank 0 of 1 and never touches MPI, also in a binary built with it. Without MPI at build
 // time (CMake found none) a launch as several ranks is refused with one line.

@@ -1,4 +1,4 @@
-// The fixed summation tree of a training step's gradients (README "Data-parallel training (MPI)"): micro-batches
+// The fixed summation tree of a training step's gradients (docs/mpi.md): micro-batches
 // and ranks are combined in one binary tree, so 1 process and R ranks give the same bits.
 //
 // Each micro-batch's gradient is computed into zeroed buffers (dense: the backbone's and the memory's dense

@@ -1,4 +1,4 @@
-// RunLog: the HDF5 run log of one training run (schema in README "Run log"). Rows are kept in memory
+// RunLog: the HDF5 run log of one training run (schema in train/FORMATS.md). Rows are kept in memory
 // and the whole file is rewritten atomically at every flush, so a killed run keeps everything up to its
 // last flush and never leaves a half-written log.
 #pragma once

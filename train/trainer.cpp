@@ -70,7 +70,7 @@ class RunDirLock {
   int fd_ = -1;
 };
 
-// The divergence rule besides non-finite values (README "Divergence"): over windows of kDivergeWindow steps, a run
+// The divergence rule besides non-finite values (docs/robustness.md, "Divergence"): over windows of kDivergeWindow steps, a run
 // has diverged when its mean training loss rises more than kDivergeNats above the lowest window mean so far (or
 // above its first step's loss, if that is lower). Healthy runs move well under 1 nat between such windows.
 constexpr int64_t kDivergeWindow = 10;

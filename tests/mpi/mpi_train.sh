@@ -61,7 +61,7 @@ grep -q '2 ranks x 2 micro-batches' "$WORK/pagegram-2.out" || fail "no rank line
 [ "$(grep -c '^run ' "$WORK/pagegram-4.out")" = 1 ] || fail "the summary should come from rank 0 only"
 
 say "resume with another rank count"
-# (Collision reading (b) counts owners from the step a process started at: off here, as README "Kill at any instant" says.)
+# (Collision reading (b) counts owners from the step a process started at: off here, as docs/robustness.md "Kill at any instant" says.)
 NO_OWNERS=(--set memory.collision_owners=false)
 train pagegram-unbroken 1 --set memory.layout=pagegram "${NO_OWNERS[@]}"
 train resume21 2 --set memory.layout=pagegram "${NO_OWNERS[@]}" --stop-after 3

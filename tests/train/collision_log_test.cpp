@@ -1,4 +1,4 @@
-// The run log's /collisions group (README "Run log"): a tiny PageGram run on the fixture corpus logs per-step
+// The run log's /collisions group (train/FORMATS.md, "Run log"): a tiny PageGram run on the fixture corpus logs per-step
 // statistics of the right shape and range, consistent with memory/touched_rows; training results are
 // bit-identical with the statistics off; the statistics are the same for 1 and 2 threads; log_interval
 // selects the logged steps; a resumed run keeps the rows before the resume step.

@@ -68,7 +68,7 @@ void collect(const h5::Group& g, const std::string& prefix, std::map<std::string
   for (const auto& name : g.children()) {
     const std::string path = prefix + "/" + name;
     // wall-clock series, and reading (b) of Foreign, whose running owner counts are not checkpointed: a resumed
-    // run restarts them (README, run log schema); every other series must be identical
+    // run restarts them (train/FORMATS.md, run log); every other series must be identical
     if (path == "/train/elapsed_s" || path == "/train/tok_per_s" || path == "/collisions/foreign_owner") continue;
     bool is_group = false;
     try {
