@@ -9,6 +9,7 @@
 
 #include "cli/commands.h"
 #include "core/build_info.h"
+#include "core/output.h"
 #include "core/sysinfo.h"
 #include "core/threads.h"
 #include "core/timer.h"
@@ -121,7 +122,10 @@ void register_collisions(CLI::App& app) {
       ->capture_default_str();
   c->add_flag("--per-head", per_head, "also print one line per (layout, order, head)");
   c->add_option("--out", out, "HDF5 output (optional)");
+  static bool force = false;
+  c->add_flag("--force", force, "replace --out even when it is not a previous output of this command");
   c->callback([] {
+    if (!out.empty()) check_output_path(out, "pagegram-collisions", force, "--out");
     Loaded l = load_stream(a);
     std::vector<LayoutCollisions> all;
     for (const FlashLayoutSpec& spec : parse_layouts(layouts, l.cfg.memory.slots)) {
@@ -146,7 +150,10 @@ void register_addresses(CLI::App& app) {
   c->add_option("--layout", layout, "flat, engram or pagegram (default: the config's memory.layout)");
   c->add_option("--slots", slots, "PageGram slots S (default: the config's memory.slots)");
   c->add_option("--out", out, "HDF5 output")->required();
+  static bool force = false;
+  c->add_flag("--force", force, "replace --out even when it is not a previous output of this command");
   c->callback([] {
+    check_output_path(out, "pagegram-addresses", force, "--out");
     Loaded l = load_stream(a);
     const std::string name = layout.empty() ? l.cfg.memory.layout : layout;
     if (name == "none")
@@ -188,7 +195,10 @@ void register_export(CLI::App& app) {
                 "with --checkpoint: write a table of this many parameters (e.g. 20e9) of the same layout holding the "
                 "trained rows spread over it (zeros elsewhere), so the model is served from a full-size file");
   c->add_option("--threads", threads, "threads (0 = all allowed CPUs, pinned)");
+  static bool force = false;
+  c->add_flag("--force", force, "replace --out even when it is not a table file (.pgt)");
   c->callback([] {
+    check_output_path(out, "pagegram-table", force, "--out");
     setup_threads(static_cast<int>(threads));
     TableExportOptions o{.checkpoint = checkpoint, .config = config, .sets = sets, .fill = fill,
                          .quantization = parse_quantization(format), .eval_windows = eval_windows,
@@ -223,7 +233,10 @@ void register_flashsim(CLI::App& app) {
       ->delimiter(',')
       ->capture_default_str();
   c->add_option("--out", out, "HDF5 output (optional)");
+  static bool force = false;
+  c->add_flag("--force", force, "replace --out even when it is not a previous output of this command");
   c->callback([] {
+    if (!out.empty()) check_output_path(out, "pagegram-flashsim", force, "--out");
     FlashSweepConfig fc;
     fc.sizes.clear();
     fc.caches.clear();
@@ -261,7 +274,10 @@ void register_iobench(CLI::App& app) {
   c->add_option("--dir", dir, "where the table files live (default: <data cache>/iobench; must support O_DIRECT)");
   c->add_flag("--keep", keep, "keep the table files it created (a later run with the same --dir reuses them)");
   c->add_option("--out", out, "HDF5 output (optional)");
+  static bool force = false;
+  c->add_flag("--force", force, "replace --out even when it is not a previous output of this command");
   c->callback([] {
+    if (!out.empty()) check_output_path(out, "pagegram-iobench", force, "--out");
     const double params = parse_count(size, "--size");
     for (int d : depths)
       if (d < 1 || d > 4096) throw UserError(str("--depths: reads in flight must be in [1, 4096], got ", d));

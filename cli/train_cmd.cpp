@@ -19,6 +19,7 @@
 #include "train/memory_injector.h"
 #include "train/overhead.h"
 #include "train/trained_model.h"
+#include "train/run_dir.h"
 #include "train/trainer.h"
 
 namespace pg::cli {
@@ -54,16 +55,22 @@ void register_train_commands(CLI::App& app, int argc, char** argv) {
     c->add_flag("--resume", resume, "continue from <out_dir>/checkpoint.h5 (bit-identical to an unbroken run)");
     c->add_option("--stop-after", stop_after, "stop after this many steps (with a checkpoint), for staged runs")
         ->check(CLI::Range(int64_t{1}, int64_t{1000000000}));
+    static bool force = false;
+    c->add_flag("--force", force,
+                "replace a run of another config in train.out_dir, or start over where --resume cannot resume");
     c->callback([] {
       ExperimentConfig cfg = load_experiment(config, sets);
-      std::string hint = config;  // the config as the user gave it, for the hints of data errors
-      for (const auto& s : sets) hint += " --set " + s;
-      data::DataSet ds = data::open_dataset(cfg.data, cfg.tokenizer, hint);
       TrainOptions opt;
       opt.resume = resume;
+      opt.force = force;
       opt.command = command;
       opt.stop_after = stop_after;
       opt.link = dist::world_link();  // mpirun / srun --mpi=pmix: data-parallel ranks
+      // The run directory before any work (the data may need minutes to prepare); rank 0 writes it.
+      if (!opt.link || opt.link->rank() == 0) check_run_dir(cfg, resume, force);
+      std::string hint = config;  // the config as the user gave it, for the hints of data errors
+      for (const auto& s : sets) hint += " --set " + s;
+      data::DataSet ds = data::open_dataset(cfg.data, cfg.tokenizer, hint);
       TrainSummary s = train(cfg, ds, opt);
       if (s.rank != 0) return;  // rank 0 reports
       std::printf("run         %s\n", s.out_dir.c_str());

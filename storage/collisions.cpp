@@ -344,6 +344,7 @@ void write_collisions_h5(const std::string& path, const std::vector<LayoutCollis
                          const std::vector<std::pair<std::string, std::string>>& attrs) {
   h5::write_atomic(path, [&](const h5::Group& root) {
     for (const auto& [k, v] : attrs) root.set_attr(k, v);
+    root.set_attr("format", std::string("pagegram-collisions"));  // core/output.h: what the file is
     root.set_attr("definitions", collision_definitions());
     const h5::Group top = root.create("collisions");
     for (const LayoutCollisions& L : all) {
@@ -379,6 +380,7 @@ void write_addresses_h5(const std::string& path, const MemoryLayout& layout, con
   std::vector<uint32_t> tokens(stream.ids.begin() + stream.first, stream.ids.begin() + stream.first + n);
   h5::write_atomic(path, [&](const h5::Group& root) {
     for (const auto& [k, v] : attrs) root.set_attr(k, v);
+    root.set_attr("format", std::string("pagegram-addresses"));  // core/output.h: what the file is
     const h5::Group g = root.create("addresses");
     for (const auto& [k, v] : layout.identity()) g.set_attr(k, v);
     g.set_attr("num_blocks", layout.num_blocks());

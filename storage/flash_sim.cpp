@@ -292,6 +292,7 @@ void write_flash_h5(const std::string& path, const FlashSweepSummary& s,
                     const std::vector<std::pair<std::string, std::string>>& attrs) {
   h5::write_atomic(path, [&](const h5::Group& root) {
     for (const auto& [k, v] : attrs) root.set_attr(k, v);
+    root.set_attr("format", std::string("pagegram-flashsim"));  // core/output.h: what the file is
     const h5::Group g = root.create("flashsim");
     g.set_attr("definition",
                std::string("reads_per_token = misses / tokens of an exact LRU cache of cache_bytes over the 4 KiB "

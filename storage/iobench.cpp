@@ -205,6 +205,7 @@ void write_iobench_h5(const std::string& path, const std::vector<IoBenchResult>&
                       const std::vector<std::pair<std::string, std::string>>& attrs) {
   h5::write_atomic(path, [&](const h5::Group& root) {
     for (const auto& [k, v] : attrs) root.set_attr(k, v);
+    root.set_attr("format", std::string("pagegram-iobench"));  // core/output.h: what the file is
     const h5::Group g = root.create("iobench");
     g.write_rows(r);
   });

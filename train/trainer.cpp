@@ -21,6 +21,7 @@
 #include "core/threads.h"
 #include "core/timer.h"
 #include "train/checkpoint.h"
+#include "train/run_dir.h"
 #include "train/run_log.h"
 #include "train/session.h"
 
@@ -35,40 +36,6 @@ int64_t peak_rss_kb() {
 }
 
 namespace {
-
-// One writer per run directory: an advisory lock on <out_dir>/.train.lock held for the whole run (released by
-// the kernel when the process dies), with the holder's pid and command in the file for the refusal message.
-class RunDirLock {
- public:
-  RunDirLock(const std::string& dir, const std::string& command) {
-    const std::string p = dir + "/.train.lock";
-    fd_ = ::open(p.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
-    if (fd_ < 0) throw IoError(str("cannot open ", p, ": ", std::strerror(errno)));
-    if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
-      std::string holder(512, '\0');
-      const ssize_t n = ::pread(fd_, holder.data(), holder.size(), 0);
-      holder.resize(n > 0 ? static_cast<size_t>(n) : 0);
-      while (!holder.empty() && (holder.back() == '\n' || holder.back() == '\0')) holder.pop_back();
-      ::close(fd_);
-      fd_ = -1;
-      throw UserError(str("run directory ", dir, " is in use by another training process (",
-                          holder.empty() ? std::string("holder unknown") : holder,
-                          ") (hint: wait for it, stop it, or use another train.out_dir)"));
-    }
-    const std::string me = str("pid ", ::getpid(), ": ", command.empty() ? std::string("pagegram train") : command, "\n");
-    if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, me.data(), me.size(), 0) < 0) {
-      // the lock itself holds; only the message for a second process is missing
-    }
-  }
-  ~RunDirLock() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  RunDirLock(const RunDirLock&) = delete;
-  RunDirLock& operator=(const RunDirLock&) = delete;
-
- private:
-  int fd_ = -1;
-};
 
 // The divergence rule besides non-finite values (docs/robustness.md, "Divergence"): over windows of kDivergeWindow steps, a run
 // has diverged when its mean training loss rises more than kDivergeNats above the lowest window mean so far (or
@@ -150,6 +117,7 @@ TrainSummary train(const ExperimentConfig& cfg, const data::DataSet& ds, const T
   if (opt.link) check_ranks(cfg, ranks);
   const bool root = rank == 0;
   const bool write_files = opt.write_files && root;  // rank 0 writes the run directory, the others nothing
+  if (write_files) check_run_dir(cfg, opt.resume, opt.force);  // before any work: what the directory may hold
   check_fits_in_memory(cfg, tc.out_dir);  // refused before allocating, not by the kernel's OOM killer
   Session session(cfg, {.optimizer = true, .tokenizer = ds.tokenizer.get(), .link = opt.link});
   session.set_measure_exchange(opt.measure_exchange);
@@ -162,7 +130,6 @@ TrainSummary train(const ExperimentConfig& cfg, const data::DataSet& ds, const T
   const std::string ckpt = tc.out_dir + "/checkpoint.h5", log_path = tc.out_dir + "/log.h5";
   std::unique_ptr<RunDirLock> lock;
   if (write_files) {
-    std::filesystem::create_directories(tc.out_dir);
     lock = std::make_unique<RunDirLock>(tc.out_dir, opt.command);
     remove_stale_temporaries(tc.out_dir);  // core/text.h: those of dead processes (ESRCH), never a live one's
   }

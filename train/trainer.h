@@ -16,6 +16,7 @@ namespace pg {
 
 struct TrainOptions {
   bool resume = false;       // continue from <out_dir>/checkpoint.h5 if it exists
+  bool force = false;        // replace another config's run in out_dir, or start over where a resume cannot resume
   std::string command;       // recorded in the log
   int64_t stop_after = -1;   // stop (with a checkpoint) after this many steps of this call; -1 = run to the end
   bool progress = true;      // progress line on stderr

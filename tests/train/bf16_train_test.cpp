@@ -49,7 +49,8 @@ class Bf16Train : public ::testing::Test {
     c.train.precision = precision;
     c.train.threads = threads;
     c.train.steps = steps;
-    c.train.out_dir = (dir_ / (layout + "_" + precision + "_" + std::to_string(threads))).string();
+    c.train.out_dir =
+        (dir_ / (layout + "_" + precision + "_" + std::to_string(threads) + "_" + std::to_string(steps))).string();
     data::DataSet ds = data::open_dataset(c.data, c.tokenizer);
     TrainOptions opt;
     opt.progress = false;
