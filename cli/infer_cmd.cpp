@@ -53,11 +53,7 @@ void register_infer_commands(CLI::App& app) {
       if (prompt.empty() == prompt_file.empty()) throw UserError("generate: give exactly one of --prompt or --prompt-file");
       std::string text = prompt;
       if (!prompt_file.empty()) {
-        std::ifstream f(prompt_file, std::ios::binary);
-        if (!f) throw IoError(str("--prompt-file ", prompt_file, ": cannot open"));
-        std::ostringstream ss;
-        ss << f.rdbuf();
-        text = ss.str();
+        text = read_file_bounded(prompt_file, size_t{4} << 20, "--prompt-file");  // 4 MiB: far past any context
       }
       setup_threads(static_cast<int>(threads));
       o.cache_bytes = parse_bytes(cache, "--cache");

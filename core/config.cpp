@@ -232,10 +232,18 @@ std::string mark_of(const YAML::Mark& m) {
   return m.is_null() ? std::string() : str(":", m.line + 1, ":", m.column + 1);
 }
 
+// The most nodes a config or sweep file may expand to (aliases counted at every use). A real config has a few
+// hundred; a YAML alias bomb ("billion laughs") expands to billions and is refused at this count, in milliseconds.
+constexpr int64_t kMaxYamlNodes = 100000;
+
 // Every map key a plain scalar, no key twice in one map (yaml-cpp keeps both and the last would silently win).
-void check_keys(const YAML::Node& n, const std::string& where, const std::string& prefix) {
+// `nodes` counts the nodes walked, aliases expanded (bounded by kMaxYamlNodes).
+void check_keys(const YAML::Node& n, const std::string& where, const std::string& prefix, int64_t& nodes) {
+  if (++nodes > kMaxYamlNodes)
+    throw ConfigError(str(where, ": more than ", kMaxYamlNodes, " YAML nodes once aliases are expanded (at '", prefix,
+                          "') (hint: a config is a few hundred keys; remove the nested aliases)"));
   if (n.IsSequence()) {
-    for (size_t i = 0; i < n.size(); ++i) check_keys(n[i], where, str(prefix, "[", i, "]"));
+    for (size_t i = 0; i < n.size(); ++i) check_keys(n[i], where, str(prefix, "[", i, "]"), nodes);
     return;
   }
   if (!n.IsMap()) return;
@@ -251,7 +259,7 @@ void check_keys(const YAML::Node& n, const std::string& where, const std::string
       throw ConfigError(str(where, mark_of(it->first.Mark()), ": key '", path,
                             "' appears twice in one map (hint: keep one; YAML would silently use the last)"));
     seen.push_back(key);
-    check_keys(it->second, where, path);
+    check_keys(it->second, where, path, nodes);
   }
 }
 
@@ -282,7 +290,8 @@ YAML::Node load_one(const std::string& text, const std::string& where) {
   } catch (const YAML::Exception& e) {
     throw ConfigError(str(where, mark_of(e.mark), ": YAML syntax error: ", e.msg));
   }
-  check_keys(n, where, "");
+  int64_t nodes = 0;
+  check_keys(n, where, "", nodes);
   return n;
 }
 
@@ -299,6 +308,8 @@ YAML::Node load_with_bases(const std::filesystem::path& path, int depth) {
     throw IoError(str("config file not found: ", path.string(), " (hint: presets are in configs/)"));
   if (!std::filesystem::is_regular_file(path, ec))
     throw IoError(str(path.string(), ": not a regular file (a directory?) (hint: name a .yaml file)"));
+  if (std::filesystem::file_size(path, ec) > (size_t{16} << 20))
+    throw ConfigError(str(path.string(), ": larger than 16 MiB (hint: a config is a few hundred keys)"));
   std::ifstream in(path, std::ios::binary);
   std::stringstream text;
   text << in.rdbuf();

@@ -31,6 +31,18 @@ std::string read_file(const std::string& path) {
   return os.str();
 }
 
+std::string read_file_bounded(const std::string& path, size_t max_bytes, const std::string& what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw IoError(str(what, " ", path, ": cannot open: ", std::strerror(errno)));
+  std::string s(max_bytes + 1, '\0');
+  in.read(s.data(), static_cast<std::streamsize>(s.size()));
+  if (in.bad()) throw IoError(str(what, " ", path, ": cannot read"));
+  s.resize(static_cast<size_t>(in.gcount()));
+  if (s.size() > max_bytes)
+    throw UserError(str(what, " ", path, ": larger than ", max_bytes, " bytes (hint: give a smaller file)"));
+  return s;
+}
+
 void write_text_atomic(const std::string& path, const std::string& text) {
   std::filesystem::path p(path);
   if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path());

@@ -8,6 +8,9 @@ namespace pg {
 
 // Reads a whole (small) file into a string; throws IoError naming the file.
 std::string read_file(const std::string& path);
+// A user's input file read whole, refused (UserError naming `what` and the path) past max_bytes: never an unbounded
+// read of a device, a pipe or a huge file.
+std::string read_file_bounded(const std::string& path, size_t max_bytes, const std::string& what);
 // Writes `text` to a temp file next to `path` (parent directories created), then renames it over `path`: a
 // crash never leaves a half-written file; written with checked POSIX writes and fsynced. On failure the temporary is
 // removed, the previous file kept, and ResourceError names the file and errno.

@@ -105,6 +105,12 @@ std::string handle(Engine& e, const std::string& line, bool& quit) {
     if (!e.has(id)) throw UserError(str("no session ", id));
     return id;
   };
+  // A request whose words run past what it takes is refused before it acts (`close 1 2` does not close 1).
+  auto done = [&]() -> void {
+    std::string extra;
+    if (in >> extra) throw UserError(str(cmd, ": unexpected '", extra, "' after the request (hint: `", cmd,
+                                        cmd == "stats" || cmd == "quit" ? "" : " <id>", "`)"));
+  };
   if (cmd == "open") return str("ok ", e.open(parse_sampling(in)));
   if (cmd == "fork") {
     const int64_t id = session();
@@ -132,6 +138,7 @@ std::string handle(Engine& e, const std::string& line, bool& quit) {
     std::string n;
     if (!(in >> n)) throw UserError("generate: missing token count");
     const int64_t count = parse_int(n, "token count");
+    done();
     if (count < 0 || count > 1000000) throw UserError(str("generate: ", count, " tokens (expected 0..1000000)"));
     std::vector<int32_t> out;
     const int64_t ids[1] = {id};
@@ -147,11 +154,16 @@ std::string handle(Engine& e, const std::string& line, bool& quit) {
     for (int32_t tok : e.step(ids)) r += str(" ", tok);
     return r;
   }
-  if (cmd == "boundary") return e.boundary(session()), "ok";
-  if (cmd == "reset") return e.reset(session()), "ok";
-  if (cmd == "close") return e.close(session()), "ok";
-  if (cmd == "stats") return "ok " + stats_json(e);
-  if (cmd == "quit") return quit = true, "ok";
+  if (cmd == "boundary" || cmd == "reset" || cmd == "close") {
+    const int64_t id = session();
+    done();
+    if (cmd == "boundary") e.boundary(id);
+    else if (cmd == "reset") e.reset(id);
+    else e.close(id);
+    return "ok";
+  }
+  if (cmd == "stats") return done(), "ok " + stats_json(e);
+  if (cmd == "quit") return done(), quit = true, "ok";
   throw UserError(str("unknown request '", cmd, "' (open, feed, feed_ids, generate, step, boundary, reset, fork, close, stats, quit)"));
 }
 

@@ -341,8 +341,10 @@ SweepPlan plan_sweep(const SweepSpec& spec, const SweepRunOptions& opt) {
       row.sets += x.find_first_of(" \"'$*?") == std::string::npos ? " --set " + x : " --set '" + x + "'";
     plan.rows.push_back(std::move(row));
   }
-  plan.footer = str("base ", spec.base_path(), "; binary ", c.binary, "; threads per run ", c.threads, " (", c.cores,
-                    " cores / parallel ", c.parallel, ")");
+  plan.footer = str(c.runs.size(), " runs (", spec.f.seeds.size(), " seeds x ", spec.variants.size(), " variants",
+                    spec.grid.empty() ? std::string() : str(" x grid"), ", at most 100000); base ", spec.base_path(),
+                    "; binary ", c.binary, "; threads per run ", c.threads, " (", c.cores, " cores / parallel ",
+                    c.parallel, ")");
   if (!c.data_mismatch.empty() && !opt.allow_mixed_data) plan.footer += "\n`sweep run` would refuse: " + c.data_mismatch;
   return plan;
 }

@@ -163,12 +163,10 @@ std::string SweepSpec::out_dir() const { return f.out_dir.empty() ? "runs/" + f.
 
 SweepSpec load_sweep(const std::string& path) {
   if (!fs::exists(path)) throw IoError(str("sweep file not found: ", path, " (hint: sweeps live in experiments/*/sweep.yaml)"));
-  YAML::Node root;
-  try {
-    root = YAML::LoadFile(path);
-  } catch (const YAML::Exception& e) {
-    throw ConfigError(str(path, ":", e.mark.line + 1, ":", e.mark.column + 1, ": YAML syntax error: ", e.msg));
-  }
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) throw IoError(str("sweep file ", path, ": not a regular file (hint: experiments/*/sweep.yaml)"));
+  // The config loader's checks: one document, plain keys never twice, aliases expanded to a bounded node count.
+  const YAML::Node root = cfg::parse_text(read_file_bounded(path, 1 << 20, "sweep file"), path);
   if (!root.IsMap()) throw ConfigError(str(path, ": expected a map of keys at the top level (name, base, seeds, ...)"));
 
   SweepSpec spec;
@@ -299,6 +297,17 @@ std::string config_hash(const ExperimentConfig& cfg) {
 }
 
 std::vector<SweepRun> expand_sweep(const SweepSpec& spec) {
+  // Bounded before anything is built: seeds x variants x grid points (each run resolves a whole config).
+  constexpr double kMaxRuns = 100000;
+  double total = static_cast<double>(spec.f.seeds.size()) * static_cast<double>(spec.variants.size());
+  std::string sizes = str(spec.f.seeds.size(), " seeds x ", spec.variants.size(), " variants");
+  for (const auto& ax : spec.grid) {
+    total *= static_cast<double>(ax.values.size());
+    sizes += str(" x ", ax.values.size(), " (grid ", ax.key, ")");
+  }
+  if (total > kMaxRuns)
+    throw ConfigError(str(spec.path, ": the sweep expands to ", total, " runs (", sizes, "), more than ", kMaxRuns,
+                          " (hint: split it into several sweep files)"));
   // Grid points: cartesian product, first axis slowest.
   std::vector<std::vector<size_t>> points{{}};
   for (const auto& ax : spec.grid) {

@@ -126,6 +126,10 @@ TrainSummary train(const ExperimentConfig& cfg, const data::DataSet& ds, const T
   data::WindowSampler sampler = ds.sampler(T, static_cast<uint64_t>(tc.seed));
   data::ValidationWindows val = ds.validation(T);
   const int64_t eval_n = std::min<int64_t>(tc.eval_windows, val.count());
+  if (eval_n < 1)  // every evaluation would be a mean over no window (NaN), and the run would look finished
+    throw ConfigError(str("data.val_tokens = ", cfg.data.val_tokens, " holds no validation window of T + 1 = ", T + 1,
+                          " tokens (hint: data.val_tokens >= (model.context + 1) x train.eval_windows, e.g. ",
+                          (T + 1) * std::min<int64_t>(tc.eval_windows, 2048), ")"));
 
   const std::string ckpt = tc.out_dir + "/checkpoint.h5", log_path = tc.out_dir + "/log.h5";
   std::unique_ptr<RunDirLock> lock;

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -14,6 +15,7 @@
 #include "core/config.h"
 #include "core/error.h"
 #include "core/h5.h"
+#include "core/text.h"
 #include "tests/test_util.h"
 
 namespace pg {
@@ -62,6 +64,36 @@ TEST(CoreRobustness, FuzzFindingsAreRefusedQuickly) {
   EXPECT_NE(config_error(write(d, "mid.yaml", "model:\n  layers: 2\n...\ntrain: {}\n")).find("several YAML documents"),
             std::string::npos);
   EXPECT_EQ(config_error(write(d, "lead.yaml", "# comment\n---\nmodel:\n  layers: 2\n")), "");
+}
+
+// A YAML alias bomb ("billion laughs": 10 levels of 10 aliases each, 10^10 nodes once expanded) is refused at the
+// node limit, not walked; an oversized file and an endless device are refused by size, never read whole.
+TEST(CoreRobustness, UnboundedInputsAreRefusedAtOnce) {
+  TempDir d;
+  std::string bomb = "a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n";
+  for (int i = 1; i <= 9; ++i) {
+    bomb += str("a", i, ": &a", i, " [");
+    for (int j = 0; j < 10; ++j) bomb += str(j ? ", " : "", "*a", i - 1);
+    bomb += "]\n";
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string e = config_error(write(d, "bomb.yaml", bomb));
+  EXPECT_NE(e.find("more than 100000 YAML nodes once aliases are expanded"), std::string::npos) << e;
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 30.0);  // not a hang
+  // A few aliases are fine.
+  EXPECT_EQ(config_error(write(d, "alias.yaml", "x: &l [0, 4]\nmemory:\n  inject_layers: *l\n")), "");
+  // Bounded reads of user files.
+  const std::string small = write(d, "p.txt", std::string(100, 'a'));
+  EXPECT_EQ(read_file_bounded(small, 100, "--prompt-file").size(), 100u);
+  try {
+    read_file_bounded(small, 99, "--prompt-file");
+    ADD_FAILURE() << "a file over the bound was read";
+  } catch (const UserError& ex) {
+    EXPECT_NE(std::string(ex.what()).find("--prompt-file " + small + ": larger than 99 bytes"), std::string::npos);
+  }
+  EXPECT_THROW(read_file_bounded("/dev/zero", 1 << 20, "--prompt-file"), UserError);  // an endless device
+  std::filesystem::resize_file(write(d, "huge.yaml", "a: 1\n"), (size_t{16} << 20) + 1);
+  EXPECT_NE(config_error(d.path / "huge.yaml").find("larger than 16 MiB"), std::string::npos);
 }
 
 TEST(CoreRobustness, SetOfAWholeSectionMergesIntoIt) {

@@ -470,6 +470,9 @@ TEST_F(EngineTest, ServeAnswersEveryRequestAndSurvivesBadOnes) {
       "boundary 1\n"
       "reset 2\n"
       "stats\n"
+      "close 1 2\n"
+      "generate 1 2 3\n"
+      "stats now\n"
       "close 1\n"
       "quit\n"
       "open\n");
@@ -478,7 +481,7 @@ TEST_F(EngineTest, ServeAnswersEveryRequestAndSurvivesBadOnes) {
   std::vector<std::string> lines;
   std::istringstream r(out.str());
   for (std::string l; std::getline(r, l);) lines.push_back(l);
-  ASSERT_EQ(lines.size(), 14u) << out.str();
+  ASSERT_EQ(lines.size(), 17u) << out.str();
   EXPECT_EQ(lines[0], "ok 1");
   EXPECT_EQ(lines[1], "ok 4");
   EXPECT_EQ(lines[2].rfind("ok ", 0), 0u);
@@ -497,8 +500,13 @@ TEST_F(EngineTest, ServeAnswersEveryRequestAndSurvivesBadOnes) {
   EXPECT_NE(lines[11].find("\"device_reads\""), std::string::npos) << lines[11];
   EXPECT_NE(lines[11].find("\"memory_wait_seconds\""), std::string::npos) << lines[11];
   EXPECT_NE(lines[11].find("\"overlap\":true"), std::string::npos) << lines[11];
-  EXPECT_EQ(lines[12], "ok");
-  EXPECT_EQ(lines[13], "ok");
+  // wrong arity: refused before acting (session 2 is not closed, and `close 1` below still finds session 1)
+  EXPECT_EQ(lines[12].rfind("error close: unexpected '2' after the request", 0), 0u) << lines[12];
+  EXPECT_EQ(lines[13].rfind("error generate: unexpected '3'", 0), 0u) << lines[13];
+  EXPECT_EQ(lines[14].rfind("error stats: unexpected 'now'", 0), 0u) << lines[14];
+  EXPECT_TRUE(e->has(2));
+  EXPECT_EQ(lines[15], "ok");
+  EXPECT_EQ(lines[16], "ok");
 }
 
 }  // namespace

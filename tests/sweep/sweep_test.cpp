@@ -163,6 +163,20 @@ TEST_F(SweepSpecTest, BadSweepFilesNameTheKeyPath) {
   EXPECT_TRUE(has(error_of("name: x\nseeds: [0, 1]\nvariants: {a: {}}\nvariant_seeds: {a: [x]}\n"),
                   "key 'variant_seeds.a': 'x' is not a seed"));
   EXPECT_TRUE(has(error_of("name: x\nseeds: [0, 1]\nvariants: {a: {}}\nvariant_seeds: [a]\n"), "key 'variant_seeds'"));
+  // Bounded: a grid of a million runs is refused before any run is built; an alias bomb at the node limit.
+  {
+    std::string g = "name: x\nseeds: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]\ngrid:\n";
+    for (const char* k : {"train.lr", "train.weight_decay", "train.grad_clip", "train.beta1", "train.beta2"})
+      g += str("  ", k, ": [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95]\n");
+    EXPECT_TRUE(has(error_of(g), "the sweep expands to 1e+06 runs (10 seeds x 1 variants x 10 (grid train.lr)"));
+  }
+  std::string bomb = "name: x\nseeds: [0]\na0: &a0 [x, x, x, x, x, x, x, x, x, x]\n";
+  for (int i = 1; i <= 9; ++i) {
+    bomb += str("a", i, ": &a", i, " [");
+    for (int j = 0; j < 10; ++j) bomb += str(j ? ", " : "", "*a", i - 1);
+    bomb += "]\n";
+  }
+  EXPECT_TRUE(has(error_of(bomb), "YAML nodes once aliases are expanded"));
   // Values are checked by the config machinery when the run resolves; the message names run, key and origin.
   const std::string bad = error_of("name: x\nseeds: [0]\nvariants: {v: {memory.layout: pagegam}}\n");
   EXPECT_TRUE(has(bad, "run 'v-s0'"));

@@ -241,6 +241,18 @@ TEST_F(TrainerTest, CheckpointRoundTripAndRefusals) {
   EXPECT_THROW(checkpoint_config(bad), IoError);
 }
 
+TEST_F(TrainerTest, NoValidationWindowIsRefusedBeforeTraining) {
+  ExperimentConfig c = config("noval");
+  c.data.val_tokens = c.model.context;  // one token short of a window
+  try {
+    run(c);
+    ADD_FAILURE() << "a run without a validation window trained";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("holds no validation window"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(fs::exists(dir_ / "noval" / "log.h5"));  // nothing that looks like a finished run
+}
+
 TEST_F(TrainerTest, DivergenceStopsWithAClearError) {
   ExperimentConfig c = config("nan");
   c.train.lr = 1e30;
