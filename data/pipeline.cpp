@@ -417,6 +417,10 @@ DataSet open_dataset(const DataConfig& cfg, const TokenizerConfig& tcfg, const s
   if (!tp.cache_hit)
     throw IoError(str("tokenizer ", tp.key, " not found: ", tp.model, " (hint: run `", cmd, "`)"));
   ds.tokenizer = std::make_shared<const Tokenizer>(tp.model);
+  if (ds.tokenizer->vocab_size() != tcfg.vocab_size)
+    throw IoError(str("tokenizer ", tp.model, ": has ", ds.tokenizer->vocab_size(), " pieces, the config asks for ",
+                      "tokenizer.vocab_size = ", tcfg.vocab_size, " (hint: the cached model was replaced; remove ",
+                      tp.dir, " and run `", cmd, "`)"));
   ds.store_dir = (fs::path(cache_dir(cfg)) / "tokens" / tp.key / split_key(cfg)).string();
   if (!path_exists(ds.store_dir + "/train.pgtok") || !path_exists(ds.store_dir + "/heldout.pgtok"))
     throw IoError(str("token store for tokenizer ", tp.key, " not found: ", ds.store_dir, " (hint: run `", cmd, "`)"));

@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/text.h"
+#include "infer/table_export.h"
 
 namespace pg {
 
@@ -27,6 +28,7 @@ std::unique_ptr<Engine> open_engine(const EngineOptions& o) {
   std::unique_ptr<TableSource> src;
   if (!o.table.empty()) {
     if (!tm.mem()) throw UserError(str("--table ", o.table, ": ", o.checkpoint, " was trained without a memory table"));
+    check_table_fingerprint(o.table, o.checkpoint, table_fingerprint(tm.mem()->table()));
     src = open_table_file(o.table, tm.mem()->table().layout(), tm.cfg().memory, tm.cfg().model.d_model,
                           tm.data && tm.data->tokenizer ? tm.data->tokenizer->pieces() : std::vector<std::string>{},
                           {.mode = o.table_mode, .cache_bytes = o.cache_bytes, .progress = o.progress});

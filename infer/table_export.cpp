@@ -7,7 +7,9 @@
 #include "core/error.h"
 #include "core/text.h"
 #include "core/timer.h"
+#include "data/hash.h"
 #include "data/pipeline.h"
+#include "memory/table.h"
 #include "memory/row_spread.h"
 #include "storage/layout_spec.h"
 #include "train/config.h"
@@ -15,6 +17,19 @@
 #include "train/trained_model.h"
 
 namespace pg {
+
+std::string table_fingerprint(const MemoryTable& table) {
+  const std::span<const float> v = table.values();
+  return data::hex64(data::xxh64_bytes(v.data(), v.size_bytes()));
+}
+
+void check_table_fingerprint(const std::string& table_path, const std::string& checkpoint, const std::string& fingerprint) {
+  const std::string in_file = TableFileReader::read_header(table_path).identity_value("info.table_xxh64");
+  if (!in_file.empty() && in_file != fingerprint)
+    throw UserError(str("--table ", table_path, ": exported from another checkpoint than ", checkpoint,
+                        " (its table_xxh64 ", in_file, ", this checkpoint's table ", fingerprint,
+                        ") (hint: export this checkpoint's table: pagegram export --checkpoint ", checkpoint, " --out T.pgt)"));
+}
 
 TableExportResult export_table(const TableExportOptions& o, const std::string& out) {
   if (o.checkpoint.empty() == o.config.empty()) throw UserError("export: give exactly one of --checkpoint or --config");
@@ -41,6 +56,7 @@ TableExportResult export_table(const TableExportOptions& o, const std::string& o
     ds = std::move(tm.data);
     L = &tm.mem()->table().layout();
     w.info.push_back({"source", o.checkpoint});
+    w.info.push_back({"table_xxh64", table_fingerprint(tm.mem()->table())});
     w.info.push_back({"step", std::to_string(tm.state().step)});
     w.info.push_back({"tokens", std::to_string(tm.state().tokens)});
     if (o.synthetic_params > 0) {

@@ -14,6 +14,16 @@
 
 namespace pg {
 
+class MemoryTable;
+
+// The identity of a trained table: XXH64 of its fp32 values (decay replayed, as exported), 16 hex digits. An export
+// of a checkpoint records it in the file (identity line info.table_xxh64); generate and serve compare it with the
+// checkpoint they load and refuse a table file exported from another checkpoint.
+std::string table_fingerprint(const MemoryTable& table);
+// Refuses (UserError) a table file whose info.table_xxh64 differs from `fingerprint` (files without it, written
+// before the field or from a config, are accepted and said so by the caller's description).
+void check_table_fingerprint(const std::string& table_path, const std::string& checkpoint, const std::string& fingerprint);
+
 struct TableExportOptions {
   std::string checkpoint;             // a checkpoint.h5 with a memory table, or
   std::string config;                 // a config whose layout gets a `fill` table

@@ -112,7 +112,12 @@ TrainState load_checkpoint(const std::string& path, Transformer& model, AdamW* o
   if (st.step < 0 || st.step > total) throw bad("step", std::to_string(st.step), str("0..", total, " (train.steps of its config)"));
   if (st.tokens != st.step * cfg.train.tokens_per_step)
     throw bad("tokens", std::to_string(st.tokens), str("step x train.tokens_per_step = ", st.step * cfg.train.tokens_per_step));
-  if (counter < 0) throw bad("sampler_counter", std::to_string(counter), ">= 0");
+  // The sampler draws one window start per window (rejection sampling redraws with probability < 2^-40 per window,
+  // so a few draws of slack): a counter elsewhere would resume on other data.
+  const int64_t windows = st.step * cfg.train.accum_steps(cfg.model.context) * cfg.train.micro_batch;
+  if (counter < windows || counter > windows + 64)
+    throw bad("sampler_counter", std::to_string(counter),
+              str("step x windows per step = ", windows, " (the data position after step ", st.step, ")"));
   if (!std::isfinite(st.elapsed_s) || st.elapsed_s < 0) throw bad("elapsed_s", str(st.elapsed_s), "a finite time >= 0");
   st.sampler_counter = static_cast<uint64_t>(counter);
   return st;

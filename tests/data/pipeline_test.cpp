@@ -266,6 +266,20 @@ TEST(Pipeline, OpenDatasetServesWindowsAndRefusesTampering) {
   EXPECT_NO_THROW(open_dataset(cfg, tok_cfg()));
 }
 
+TEST(Pipeline, ACachedTokenizerOfAnotherSizeIsRefused) {
+  TempDir tmp;
+  DataConfig cfg = data_cfg(tmp);
+  const TokenizeSummary s = tokenize(cfg, tok_cfg());
+  TokenizerConfig small = tok_cfg();
+  small.vocab_size = 1100;
+  const TokenizeSummary o = tokenize(cfg, small);  // another key: another model in the cache
+  ASSERT_NE(o.tokenizer.model, s.tokenizer.model);
+  std::filesystem::copy_file(o.tokenizer.model, s.tokenizer.model, std::filesystem::copy_options::overwrite_existing);
+  const std::string m = message_of([&] { open_dataset(cfg, tok_cfg(), "my.yaml"); });
+  EXPECT_NE(m.find("has 1100 pieces, the config asks for tokenizer.vocab_size = 1024"), std::string::npos) << m;
+  EXPECT_NE(m.find(s.tokenizer.model), std::string::npos) << m;
+}
+
 TEST(Pipeline, CacheAndCorpusDirectories) {
   DataConfig c;
   c.cache_dir = "/x/cache";

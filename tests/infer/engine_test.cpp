@@ -455,6 +455,29 @@ TEST_F(EngineTest, CachesRestartPastTheContextAndSamplingIsSeeded) {
   EXPECT_GE(e->stats().restarts, 3);
 }
 
+TEST_F(EngineTest, ATableFileOfAnotherCheckpointIsRefused) {
+  // pagegram and pagegram_late have the same table geometry but other trained tables.
+  const std::string late = (dir_ / "late_export.pgt").string();
+  TableExportOptions x;
+  x.checkpoint = ckpt("pagegram_late");
+  x.verify = false;
+  export_table(x, late);
+  EXPECT_EQ(TableFileReader::read_header(late).identity_value("info.table_xxh64").size(), 16u);
+  EngineOptions o;
+  o.checkpoint = ckpt("pagegram");
+  o.progress = false;
+  o.table = late;
+  o.table_mode = "mmap";
+  try {
+    open_engine(o);
+    ADD_FAILURE() << "a table of another checkpoint was served";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("exported from another checkpoint"), std::string::npos) << e.what();
+  }
+  o.checkpoint = ckpt("pagegram_late");  // its own checkpoint serves it
+  EXPECT_NE(open_engine(o), nullptr);
+}
+
 TEST_F(EngineTest, ServeAnswersEveryRequestAndSurvivesBadOnes) {
   std::unique_ptr<Engine> e = engine("pagegram", "mmap");
   std::istringstream in(

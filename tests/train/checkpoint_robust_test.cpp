@@ -108,7 +108,8 @@ TEST_F(CheckpointRobustness, NonFiniteTensorsAreRefused) {
 TEST_F(CheckpointRobustness, AttributesOutOfRangeAreRefused) {
   for (const auto& [attr, value, want] : std::vector<std::tuple<const char*, int64_t, const char*>>{
            {"step", -5, "'step' = -5"}, {"step", 1000, "'step' = 1000"}, {"sampler_counter", -1, "'sampler_counter'"},
-           {"tokens", 7, "'tokens' = 7"}}) {
+           {"sampler_counter", 3, "(the data position after step"},  // an edited counter resumes on other data
+           {"sampler_counter", 100000, "'sampler_counter' = 100000"}, {"tokens", 7, "'tokens' = 7"}}) {
     const std::string p = edited(std::string(attr) + std::to_string(value),
                                  [&](hid_t f) { set_int_attr(f, attr, value); });
     const std::string e = resume_error(p);
