@@ -74,7 +74,9 @@ int main(int argc, char** argv) {
     if (std::getenv("PAGEGRAM_BF16")) pg::kern::active_bf16();  // and PAGEGRAM_BF16 when given
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    const int rc = app.exit(e) == 0 ? 0 : 2;
+    // A command's own answer (CLI::RuntimeError(n), e.g. `sweep finished` = 1) keeps its code; bad arguments are 2.
+    const int code = app.exit(e);
+    const int rc = code == 0 ? 0 : dynamic_cast<const CLI::RuntimeError*>(&e) ? code : 2;
     if (rc != 0 && pg::dist::world().size > 1) pg::dist::abort_all(rc);
     pg::dist::finalize();
     return rc;

@@ -199,7 +199,11 @@ void register_sweep_commands(CLI::App& app) {
                                                     "(used by the Slurm script)");
     c->add_option("RUN_DIR", dir, "a run directory")->required();
     c->callback([] {
-      if (!run_dir_finished(dir)) throw CLI::RuntimeError(1);
+      if (!run_dir_finished(dir)) {
+        std::printf("%s: not finished (no log.h5 whose status is finished)\n", dir.c_str());
+        throw CLI::RuntimeError(1);
+      }
+      std::printf("%s: finished\n", dir.c_str());
     });
   }
 }

@@ -313,7 +313,7 @@ std::vector<int32_t> Engine::step(std::span<const int64_t> ids) {
 
 std::vector<int32_t> Engine::encode(const std::string& text) const {
   const data::Tokenizer* tk = tokenizer();
-  if (!tk) throw UserError("generate: the checkpoint's tokenizer is not available (hint: pagegram data tokenize --config <its config>)");
+  if (!tk) throw UserError(tokenizer_note_.empty() ? "the checkpoint's tokenizer is not available (hint: pagegram data tokenizer --config <its config>)" : tokenizer_note_);
   std::vector<uint32_t> ids = tk->encode_document(text);
   if (!ids.empty() && ids.back() == tk->eos_id()) ids.pop_back();  // a prompt is an unfinished document
   return std::vector<int32_t>(ids.begin(), ids.end());
@@ -321,7 +321,7 @@ std::vector<int32_t> Engine::encode(const std::string& text) const {
 
 std::string Engine::decode(std::span<const int32_t> ids) const {
   const data::Tokenizer* tk = tokenizer();
-  if (!tk) throw UserError("generate: the checkpoint's tokenizer is not available (hint: pagegram data tokenize --config <its config>)");
+  if (!tk) throw UserError(tokenizer_note_.empty() ? "the checkpoint's tokenizer is not available (hint: pagegram data tokenizer --config <its config>)" : tokenizer_note_);
   std::vector<uint32_t> u(ids.begin(), ids.end());
   return tk->decode(u);
 }

@@ -55,6 +55,8 @@ class Engine {
 
   const ExperimentConfig& config() const { return tm_.cfg(); }
   const data::Tokenizer* tokenizer() const { return tm_.data ? tm_.data->tokenizer.get() : nullptr; }
+  // Why there is no tokenizer (its expected path and a hint), for the error of a request that needs one.
+  void set_tokenizer_note(std::string note) { tokenizer_note_ = std::move(note); }
   TableSource* source() { return source_.get(); }
   const EngineStats& stats() const { return stats_; }
   void reset_stats();
@@ -127,6 +129,7 @@ class Engine {
   std::map<int64_t, Sess> sessions_;
   int64_t next_id_ = 1;
   EngineStats stats_;
+  std::string tokenizer_note_;
   Addresses addr_, ident_;
   std::vector<float> rows_, u_, out_;
   std::vector<int32_t> tok_, idx_;

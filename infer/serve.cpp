@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/text.h"
+#include "data/pipeline.h"
 #include "infer/table_export.h"
 
 namespace pg {
@@ -19,10 +20,21 @@ std::unique_ptr<Engine> open_engine(const EngineOptions& o) {
   to.table_ready = true;  // the table's decay replayed: the values an export writes
   to.micro_batch = 1;     // the decoder has its own scratch
   TrainedModel tm = load_trained_model(o.checkpoint, to);
-  if (!tm.data) {  // the tokenizer, when its data is there (ids-only use works without)
-    try {
-      tm.data = std::make_unique<data::DataSet>(data::open_dataset(tm.cfg().data, tm.cfg().tokenizer));
-    } catch (const UserError&) {
+  std::string no_tokenizer;  // why there is none, for the error of a request that needs one (ids-only use works)
+  if (!tm.data) {
+    // Serving needs the tokenizer only, not the token stores: the cached sentencepiece model of the checkpoint's config.
+    const data::TokenizerPaths tp = data::tokenizer_paths(tm.cfg().data, tm.cfg().tokenizer);
+    if (tp.cache_hit) {
+      auto ds = std::make_unique<data::DataSet>();
+      ds->tokenizer = std::make_shared<const data::Tokenizer>(tp.model);
+      if (ds->tokenizer->vocab_size() != tm.cfg().model.vocab)
+        throw UserError(str("tokenizer ", tp.model, ": ", ds->tokenizer->vocab_size(), " pieces, the checkpoint's ",
+                            "model.vocab is ", tm.cfg().model.vocab, " (hint: the cache holds another tokenizer)"));
+      ds->tokenizer_paths = tp;
+      tm.data = std::move(ds);
+    } else {
+      no_tokenizer = str("the checkpoint's tokenizer ", tp.model, " is not in the data cache (hint: pagegram data ",
+                         "tokenizer --config <the checkpoint's config>, or copy that file there)");
     }
   }
   std::unique_ptr<TableSource> src;
@@ -35,7 +47,9 @@ std::unique_ptr<Engine> open_engine(const EngineOptions& o) {
   } else if (o.table_mode == "direct" || o.cache_bytes > 0) {
     throw UserError("--table-mode direct and --cache need --table FILE.pgt (hint: pagegram export --checkpoint C --out T.pgt)");
   }
-  return std::make_unique<Engine>(std::move(tm), std::move(src), o.max_batch, o.overlap);
+  auto e = std::make_unique<Engine>(std::move(tm), std::move(src), o.max_batch, o.overlap);
+  e->set_tokenizer_note(no_tokenizer);
+  return e;
 }
 
 namespace {

@@ -47,9 +47,56 @@ double record_number(const std::string& text, const std::string& key, const std:
 }
 }  // namespace
 
+namespace {
+// A record counts as this run's result only when it is whole and is this run's: parsed as JSON (through YAML), format,
+// name and config hash of the run, the hash of its own config, a known status, and for a finished run every step
+// done and a finite held-out loss. Anything else is one IoError naming the record (never a silently "finished" run).
+void validate_record(const std::string& path, const std::string& text, const SweepRun& run) {
+  auto bad = [&](const std::string& what) {
+    return IoError(str(path, ": run record ", what, " (hint: restore it from git, or delete it to train the run again; ",
+                       "format: experiments/RECORDS.md)"));
+  };
+  YAML::Node r;
+  try {
+    r = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    throw bad(str("unreadable at line ", e.mark.line + 1, ": ", e.msg));
+  }
+  auto field = [&](const char* k) {
+    const YAML::Node n = r.IsMap() ? r[k] : YAML::Node();
+    if (!n || !n.IsScalar()) throw bad(str("has no '", k, "'"));
+    return n.Scalar();
+  };
+  if (field("format") != "pagegram-run-record") throw bad(str("format is '", field("format"), "'"));
+  if (field("name") != run.name) throw bad(str("is of run '", field("name"), "', not '", run.name, "'"));
+  if (field("config_hash") != run.hash) throw bad(str("has config_hash ", field("config_hash"), ", the run ", run.hash));
+  std::string own;
+  try {
+    own = config_hash(parse_experiment(field("config"), path + ":config"));
+  } catch (const UserError& e) {
+    throw bad(str("config does not parse: ", e.what()));
+  }
+  if (own != run.hash) throw bad(str("config hashes to ", own, ", not its config_hash ", run.hash, " (edited?)"));
+  const std::string status = field("status");
+  if (status != "finished" && status != "diverged") throw bad(str("status '", status, "'"));
+  if (status == "finished") {
+    const YAML::Node fin = r["final"];
+    double loss = NAN;
+    try {
+      loss = fin && fin["heldout_loss"] ? fin["heldout_loss"].as<double>() : NAN;
+    } catch (const YAML::Exception&) {
+    }
+    if (!std::isfinite(loss)) throw bad("is 'finished' without a finite final.heldout_loss");
+    if (field("steps") != field("total_steps"))
+      throw bad(str("is 'finished' at step ", field("steps"), " of ", field("total_steps")));
+  }
+}
+}  // namespace
+
 RunStatus recorded_status(const SweepSpec& spec, const SweepRun& run) {
   const std::string path = record_path(spec, run);
-  const std::string text = read_file(path);
+  const std::string text = read_file_bounded(path, size_t{64} << 20, "run record");
+  validate_record(path, text, run);
   RunStatus s;
   const std::string status = record_field(text, "status", path);
   s.state = status == "\"diverged\"" ? RunState::kDiverged : RunState::kFinished;

@@ -478,6 +478,33 @@ TEST_F(EngineTest, ATableFileOfAnotherCheckpointIsRefused) {
   EXPECT_NE(open_engine(o), nullptr);
 }
 
+TEST_F(EngineTest, ServingNeedsTheTokenizerNotTheTokenStores) {
+  const fs::path tokens = dir_ / "cache" / "tokens", away = dir_ / "tokens.away";
+  fs::rename(tokens, away);  // a model folder copied without the corpus: only the tokenizer in the cache
+  std::vector<int32_t> ids;
+  {
+    std::unique_ptr<Engine> e = engine("pagegram");
+    ASSERT_NE(e->tokenizer(), nullptr);
+    ids = e->encode("hello world");
+    EXPECT_FALSE(ids.empty());
+  }
+  fs::path model;
+  for (const auto& f : fs::recursive_directory_iterator(dir_ / "cache" / "tokenizers"))
+    if (f.path().filename() == "spm.model") model = f.path();
+  fs::rename(model, dir_ / "spm.model.away");
+  {
+    std::unique_ptr<Engine> e = engine("pagegram");  // ids-only use still opens
+    try {
+      e->encode("hello");
+      ADD_FAILURE() << "encoded without a tokenizer";
+    } catch (const UserError& ex) {
+      EXPECT_NE(std::string(ex.what()).find(model.string() + " is not in the data cache"), std::string::npos) << ex.what();
+    }
+  }
+  fs::rename(dir_ / "spm.model.away", model);
+  fs::rename(away, tokens);
+}
+
 TEST_F(EngineTest, ServeAnswersEveryRequestAndSurvivesBadOnes) {
   std::unique_ptr<Engine> e = engine("pagegram", "mmap");
   std::istringstream in(

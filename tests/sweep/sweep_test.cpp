@@ -9,6 +9,7 @@
 #include "sweep/status.h"
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -243,6 +244,23 @@ void fake_finished_run(const fs::path& dir, ExperimentConfig cfg, const std::str
   std::ofstream(dir / "checkpoint.h5") << "not really a checkpoint";
 }
 
+TEST_F(SweepSpecTest, SweepFinishedAnswersWithItsExitCode) {
+  const std::string bin = PG_BINARY_DIR "/pagegram";
+  ASSERT_TRUE(fs::exists(bin));
+  SweepSpec spec = load_sweep(sweep_file("name: fin\nseeds: [0]\n"));
+  const std::vector<SweepRun> runs = expand_sweep(spec);
+  fake_finished_run(dir_ / "done", runs[0].config);
+  fake_finished_run(dir_ / "half", runs[0].config, "running");
+  auto code = [&](const std::string& arg) {
+    const int rc = std::system((bin + " sweep finished " + arg + " > /dev/null 2>&1").c_str());
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+  };
+  EXPECT_EQ(code((dir_ / "done").string()), 0);
+  EXPECT_EQ(code((dir_ / "half").string()), 1);  // docs/sweeps.md: 1 = not finished (the Slurm script's test)
+  EXPECT_EQ(code((dir_ / "absent").string()), 1);
+  EXPECT_EQ(code(""), 2);  // a bad command line stays 2
+}
+
 TEST_F(SweepSpecTest, CollectMergesOnlyFinishedRunsWithTheSameHash) {
   SweepSpec spec = load_sweep(sweep_file("name: co\nseeds: [0, 1, 2]\n"));
   std::vector<SweepRun> runs = expand_sweep(spec);
@@ -424,6 +442,33 @@ TEST(SweepRunner, RunsResumesReportsFailuresAndSkipsFinishedRuns) {
     const std::string t = sweep_status_table(spec, runs);
     EXPECT_NE(t.find("1 diverged, 1 failed, 2 finished"), std::string::npos) << t;
     EXPECT_NE(t.find("committed record"), std::string::npos) << t;
+    // A record counts only when it is whole and this run's: each damage is one line naming the record.
+    const std::string path = record_path(spec, runs[2]), good = testing::slurp(path);
+    auto damaged = [&](const std::string& from, const std::string& to) {
+      std::string t2 = good;
+      const size_t at = t2.find(from);
+      EXPECT_NE(at, std::string::npos) << from;
+      if (at != std::string::npos) t2.replace(at, from.size(), to);
+      testing::write_text(path, t2);
+      try {
+        recorded_status(spec, runs[2]);
+      } catch (const IoError& e) {
+        EXPECT_NE(std::string(e.what()).find(path + ": run record"), std::string::npos) << e.what();
+        return std::string(e.what());
+      }
+      return std::string("accepted");
+    };
+    EXPECT_NE(damaged(good.substr(good.size() / 2), "").find("unreadable"), std::string::npos);  // truncated
+    EXPECT_NE(damaged("\"status\": \"finished\"", "\"status\": \"running\"").find("status 'running'"), std::string::npos);
+    EXPECT_NE(damaged("\"name\": \"" + runs[2].name, "\"name\": \"other").find("is of run"), std::string::npos);
+    EXPECT_NE(damaged("\"format\": \"pagegram-run-record\"", "\"format\": \"x\"").find("format is 'x'"), std::string::npos);
+    {  // the config edited (its hash no longer the run's): the first "  lr: <value>" of the config changed
+      const size_t at = good.find("\\n  lr: ");
+      ASSERT_NE(at, std::string::npos);
+      const size_t end = good.find("\\n", at + 2);
+      EXPECT_NE(damaged(good.substr(at, end - at), "\\n  lr: 0.123").find("(edited?)"), std::string::npos);
+    }
+    testing::write_text(path, good);
   }
   SweepRunResult fresh = run_sweep(spec, opt);
   EXPECT_EQ(fresh.already_finished, 2);
