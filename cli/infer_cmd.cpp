@@ -78,9 +78,10 @@ void register_infer_commands(CLI::App& app) {
                    st.decode_seconds, st.decode_tokens / std::max(st.decode_seconds, 1e-9));
       if (TableSource* src = e->source()) {
         const TableReadStats& r = src->stats();
-        std::fprintf(stderr, "; table %s: %.2f block reads per token, %.2f blocks accessed per token; reads %.3f s, "
-                     "of which the forward waited %.3f s (%s)",
+        std::fprintf(stderr, "; table %s: %.2f block reads per token (%s read from the device per token), %.2f blocks "
+                     "accessed per token; reads %.3f s, of which the forward waited %.3f s (%s)",
                      src->describe().c_str(), r.reads_per_position(),
+                     r.device_bytes < 0 ? "bytes unknown" : format_bytes(static_cast<int64_t>(r.bytes_per_position())).c_str(),
                      r.positions ? static_cast<double>(r.block_accesses) / static_cast<double>(r.positions) : 0.0,
                      r.io_seconds, st.memory_wait_seconds,
                      e->overlaps() ? "overlapping the blocks before the first injection" : "read before the forward");

@@ -14,6 +14,13 @@
 
 namespace pg {
 
+int64_t thread_read_bytes() {
+  std::ifstream f("/proc/thread-self/io");
+  for (std::string line; std::getline(f, line);)
+    if (line.rfind("read_bytes:", 0) == 0) return std::stoll(line.substr(11));
+  return -1;
+}
+
 int64_t available_memory_bytes() {
   std::ifstream f("/proc/meminfo");
   std::string line;

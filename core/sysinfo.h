@@ -8,6 +8,9 @@ namespace pg {
 
 // MemAvailable of /proc/meminfo in bytes (0 when unreadable): what a command may allocate without swapping.
 int64_t available_memory_bytes();
+// Bytes the calling thread caused to be read from storage so far (`read_bytes` of /proc/thread-self/io: page cache
+// misses, readahead included); -1 where the kernel does not offer it.
+int64_t thread_read_bytes();
 
 // The block device holding `path` as benchmarks name it: "/dev/vda (virtio_blk, ext4, rotational 1)",
 // "/dev/nvme0n1 (Samsung SSD 980, nvme, xfs, rotational 0)", "tmpfs" — from stat(2), /sys/dev/block and

@@ -104,6 +104,7 @@ std::string stats_json(Engine& e) {
     const TableReadStats& r = e.source()->stats();
     o << ",\"table\":" << json_escape(e.source()->describe()) << ",\"positions\":" << r.positions
       << ",\"block_accesses\":" << r.block_accesses << ",\"device_reads\":" << r.device_reads
+      << ",\"device_bytes\":" << r.device_bytes
       << ",\"io_seconds\":" << r.io_seconds;
   }
   o << "}";

@@ -33,8 +33,11 @@ struct TableReadStats {
   int64_t rows = 0;             // unique rows returned
   int64_t block_accesses = 0;   // distinct blocks per position, summed (the simulator's accesses)
   int64_t device_reads = 0;     // 4 KiB blocks read from the device (misses; 0 for ram, blocks first touched for mmap)
+  int64_t device_bytes = 0;     // bytes the device read for the fetches: direct = device_reads x 4 KiB; mmap = the
+                                // fetching thread's read_bytes (page faults and kernel readahead), -1 if unknown
   double io_seconds = 0.0;      // wall time spent reading (waiting for the device, or faulting pages in)
   double reads_per_position() const { return positions ? static_cast<double>(device_reads) / static_cast<double>(positions) : 0; }
+  double bytes_per_position() const { return positions ? static_cast<double>(device_bytes) / static_cast<double>(positions) : 0; }
 };
 
 class TableSource {
