@@ -36,7 +36,9 @@ if ! echo "$v" | grep -q '^kernels: avx2 (bf16: emulated'; then
   exit 1
 fi
 
-skip='Bf16Train.FollowsFp32WithEveryLayout:Bf16Train.AmxOrderFollowsFp32AndIsThreadIndependent'
+# Left out: the two slowest bf16 trainings (run natively with PAGEGRAM_ISA=avx2), and the cold-mmap read test:
+# qemu-user accepts madvise(MADV_RANDOM) but does not pass it to the host kernel (a kernel behaviour, not an ISA one).
+skip='Bf16Train.FollowsFp32WithEveryLayout:Bf16Train.AmxOrderFollowsFp32AndIsThreadIndependent:TableSource.ColdMmapReadsAboutTheBlocksItWants'
 rc=0
 ran=0
 for t in "$bdir"/tests/test_*; do
