@@ -1,4 +1,4 @@
-// Storage and flash tools (issue 5): `pagegram collisions`, `addresses`, `export`, `flashsim` and `iobench`.
+// Storage and flash tools: `pagegram collisions`, `addresses`, `export`, `flashsim` and `iobench`.
 // Each reads a config (or a checkpoint), a split of its token store, and prints a report-shaped table (+ HDF5).
 #include <unistd.h>
 

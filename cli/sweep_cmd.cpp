@@ -1,4 +1,4 @@
-// Seed/variant sweeps (issue 6): `pagegram sweep run|prepare|status|record|slurm|collect|finished`. The work is in
+// Seed/variant sweeps: `pagegram sweep run|prepare|status|record|slurm|collect|finished`. The work is in
 // sweep/; this file only parses arguments and prints (the runner's events on stderr).
 #include <unistd.h>
 

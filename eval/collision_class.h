@@ -1,4 +1,4 @@
-// Held-out loss split by the collision class of each position's n-grams (issue 13 item 1, the analysis the report
+// Held-out loss split by the collision class of each position's n-grams (the analysis the report
 // only implies). For a trained checkpoint: replay the run's training windows (the trainer's sampler, same seed, up
 // to the checkpoint's sampler counter) into a RowOccupancy (memory/row_occupancy.h), then evaluate the validation
 // windows and put every position's loss, per order o, into one of three classes:

@@ -1,4 +1,4 @@
-// Which n-grams each row of a table received over a run, for the held-out loss split by collision class (issue 13:
+// Which n-grams each row of a table received over a run, for the held-out loss split by collision class (classes:
 // "no foreign n-gram in its rows / foreign in some heads / foreign in all heads"). Fed with the addresses and n-gram
 // keys of every training position (the trainer's windows, replayed); asked, for a held-out position, in how many
 // heads of an order its row received an n-gram other than its own during training.

@@ -1,4 +1,4 @@
-// A trained table's rows placed in a larger table of the same layout (issue 16: serve a small trained model from a
+// A trained table's rows placed in a larger table of the same layout (serve a small trained model from a
 // full-size file, e.g. a 25M-parameter table from a 20B-parameter .pgt, so that reads hit a device the way a 20B
 // table's would). Segment by segment (MemoryLayout::segments), unit u of the trained table goes to unit
 // u * stride of the large one, stride = floor(large units / trained units): rows keep their offset within the unit,

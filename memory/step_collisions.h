@@ -1,4 +1,4 @@
-// Per-step collision statistics of a training batch (issue 13 item 1; logged to the run log's /collisions
+// Per-step collision statistics of a training batch (logged to the run log's /collisions
 // group, train/FORMATS.md, "Run log"). The trainer hands every micro-batch's addresses and n-gram keys of one optimizer
 // step to a StepCollisionCounter; finish() returns, per order o and head k, over the lookups of that step:
 //

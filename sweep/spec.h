@@ -1,4 +1,4 @@
-// A sweep file (issue 6) and its expansion: named runs with resolved configs, each in a directory keyed by a hash
+// A sweep file and its expansion: named runs with resolved configs, each in a directory keyed by a hash
 // of its config, and the JSON manifest that lists them (experiments/RECORDS.md, report.py reads it).
 #pragma once
 #include <cstdint>

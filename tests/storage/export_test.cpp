@@ -1,4 +1,4 @@
-// Tests of storage/export.h and `pagegram export` (issue 16): a tiny trained checkpoint's table exported as NF4 and as
+// Tests of storage/export.h and `pagegram export`: a tiny trained checkpoint's table exported as NF4 and as
 // MXFP8 files that hold exactly the table's round trip through the format, and the held-out loss comparison of fp32,
 // NF4 and MXFP8 (measured on exactly the values the files hold, the fp32 table restored afterwards).
 #include <gtest/gtest.h>

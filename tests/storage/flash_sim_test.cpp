@@ -186,7 +186,7 @@ TEST(FlashSweep, AgreesWithReferenceAndLimits) {
   EXPECT_NE(table.find("Definitions"), std::string::npos);
 }
 
-// `flashsim --sizes 1e15` (the largest count parse_count takes) used to reach an internal check (issue 15): a table
+// `flashsim --sizes 1e15` (the largest count parse_count takes) used to reach an internal check: a table
 // whose blocks do not fit the simulator's 32-bit block ids is refused as bad input before anything is allocated.
 TEST(FlashSweep, RefusesTablesTooLargeToSimulate) {
   const EvalStream s = synthetic_stream(300, 500, 2);

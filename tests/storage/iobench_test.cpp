@@ -63,7 +63,7 @@ TEST(IoBench, CountsLookupsAndReads) {
 }
 
 // `iobench --keep` leaves its table files for the next run, which reuses a file only when every block checks out:
-// a flipped byte in the data region makes it write the file again (issue 15: it used to read the corrupt file).
+// a flipped byte in the data region makes it write the file again (it used to read the corrupt file).
 TEST(IoBench, SuiteReusesOnlyIntactTableFiles) {
   RngStream r(2, "iobench");
   std::vector<uint32_t> ids(300);

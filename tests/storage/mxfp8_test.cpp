@@ -1,4 +1,4 @@
-// Tests of storage/mxfp8.h (issue 16): E4M3 and E8M0 encodings checked against hand-computed values, the OCP MX
+// Tests of storage/mxfp8.h: E4M3 and E8M0 encodings checked against hand-computed values, the OCP MX
 // scale rule, round to nearest even with saturation, exact round trips of representable rows, the per-value error
 // bound, zero blocks, widths that are not a multiple of 32, and non-finite values refused with the row.
 #include <gtest/gtest.h>

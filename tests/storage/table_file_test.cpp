@@ -271,7 +271,7 @@ TEST(TableFile, RefusesUnquantizableRows) {
     EXPECT_EQ(f.path().string().find(path + ".tmp"), std::string::npos) << "staged file left behind";
 }
 
-// ---- MXFP8 table files (issue 16).
+// ---- MXFP8 table files.
 
 TEST(TableFile, PlacementRuleReproducesBlockOfForNf4) {
   // The storage-side placement rule, given NF4's row bytes, is MemoryLayout::block_of (memory/) row for row; MXFP8

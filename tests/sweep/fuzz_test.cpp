@@ -1,4 +1,4 @@
-// Seeded mutation fuzzing of every reader of user input (issue 15): config files and --set values, sweep files,
+// Seeded mutation fuzzing of every reader of user input: config files and --set values, sweep files,
 // token stores, checkpoints and table files (.pgt, NF4 and MXFP8). Seeds: the committed presets (configs/**.yaml) and sweep files
 // (experiments/*/sweep.yaml); binary seeds are generated deterministically from the committed fixture corpus.
 // Each mutant must either load or be refused with a UserError (one line: what, where, hint); an InternalError,
