@@ -15,11 +15,6 @@ WindowSampler::WindowSampler(const TokenStore& train, int64_t T, uint64_t seed)
 
 uint64_t WindowSampler::next_start() { return rng_.below(store_->n_tokens() - static_cast<uint64_t>(T_)); }
 
-void WindowSampler::next_batch(int32_t* out, int64_t B) {
-  const uint64_t w = static_cast<uint64_t>(T_) + 1;
-  for (int64_t b = 0; b < B; ++b) store_->copy(next_start(), w, out + b * w);
-}
-
 ValidationWindows::ValidationWindows(const TokenStore& heldout, int64_t T, int64_t val_tokens)
     : store_(&heldout), T_(T), count_(val_tokens / (T + 1)) {
   PG_CHECK(T >= 1 && val_tokens >= 0, "context ", T, " val_tokens ", val_tokens);

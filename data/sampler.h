@@ -16,13 +16,12 @@ class WindowSampler {
  public:
   // Throws UserError when the store holds fewer than T+1 tokens.
   WindowSampler(const TokenStore& train, int64_t T, uint64_t seed);
-  // out: [B, T+1] ids.
-  void next_batch(int32_t* out, int64_t B);
   // Start of the next window (advances the counter), in [0, n_tokens - T - 1].
   uint64_t next_start();
   uint64_t counter() const { return rng_.counter(); }
   void set_counter(uint64_t c) { rng_.set_counter(c); }
   int64_t context() const { return T_; }
+  const TokenStore& store() const { return *store_; }
 
  private:
   const TokenStore* store_;

@@ -79,7 +79,6 @@ struct FlashResult {
   int64_t misses = 0;    // flash reads
   double lru_seconds = 0;  // thread CPU time spent in the cache simulation of this row
   double reads_per_token() const { return tokens ? static_cast<double>(misses) / static_cast<double>(tokens) : 0.0; }
-  double blocks_per_token() const { return tokens ? static_cast<double>(accesses) / static_cast<double>(tokens) : 0.0; }
   // The columns of `pagegram flashsim --out` (storage/FORMATS.md), once.
   template <class V>
   static void columns(V& v) {

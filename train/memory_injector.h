@@ -23,19 +23,7 @@
 #include "memory/table.h"
 #include "train/adamw.h"
 
-#if __has_include("model/transformer.h")
 #include "model/transformer.h"
-#else
-// The interface the Transformer calls (model/transformer.h, being written); used until that header exists.
-namespace pg {
-struct ResidualInjector {
-  virtual ~ResidualInjector() = default;
-  virtual bool injects(int64_t layer) const = 0;
-  virtual void inject_forward(int64_t layer, float* x, int64_t N) = 0;
-  virtual void inject_backward(int64_t layer, float* dx, int64_t N) = 0;
-};
-}  // namespace pg
-#endif
 
 namespace pg {
 

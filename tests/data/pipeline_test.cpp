@@ -241,10 +241,13 @@ TEST(Pipeline, OpenDatasetServesWindowsAndRefusesTampering) {
 
   WindowSampler sm = ds.sampler(T, 9);
   std::vector<int32_t> batch(4 * (T + 1));
-  sm.next_batch(batch.data(), 4);
+  auto next_batch = [&] {
+    for (int64_t b = 0; b < 4; ++b) sm.store().copy(sm.next_start(), T + 1, batch.data() + b * (T + 1));
+  };
+  next_batch();
   for (int32_t id : batch) EXPECT_LT(id, 1024);
   DataSet moved = std::move(ds);  // samplers point at the shared stores, not at the DataSet
-  sm.next_batch(batch.data(), 4);
+  next_batch();
 
   // Validation larger than the held-out split is a config error.
   DataConfig big = cfg;
