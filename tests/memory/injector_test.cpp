@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <ostream>
 
 #include "core/rng.h"
 #include "train/memory_injector.h"
@@ -65,7 +66,13 @@ double forward_loss(MemoryInjector& inj, const Data& d, const std::vector<std::v
   return L;
 }
 
-class InjectorGates : public ::testing::TestWithParam<std::pair<const char*, const char*>> {};
+// A layout and a gate mode (first, second: as the pair this replaced, printed by name).
+struct GateCase {
+  const char* first;
+  const char* second;
+};
+void PrintTo(const GateCase& c, std::ostream* os) { *os << c.first << " with gate " << c.second; }
+class InjectorGates : public ::testing::TestWithParam<GateCase> {};
 
 TEST_P(InjectorGates, ZeroTableLeavesTheStreamBitIdentical) {
   MemoryInjector inj(small_config(GetParam().first, GetParam().second), kC, kLayers, 5);
@@ -210,9 +217,9 @@ TEST_P(InjectorGates, SaveLoadRoundTrip) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Gates, InjectorGates,
-                         ::testing::Values(std::pair{"pagegram", "scalar"}, std::pair{"pagegram", "context"},
-                                           std::pair{"engram", "context_sqrt"}, std::pair{"flat", "scalar"},
-                                           std::pair{"flat", "context"}),
+                         ::testing::Values(GateCase{"pagegram", "scalar"}, GateCase{"pagegram", "context"},
+                                           GateCase{"engram", "context_sqrt"}, GateCase{"flat", "scalar"},
+                                           GateCase{"flat", "context"}),
                          [](const auto& i) { return std::string(i.param.first) + "_" + i.param.second; });
 
 TEST(Injector, InitIsIndependentOfTheBackboneAndDeterministic) {

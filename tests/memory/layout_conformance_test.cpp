@@ -2,6 +2,8 @@
 // range, document boundaries, window independence, gather and sparse gradient against references, storage
 // blocks, thread-count independence, save/load round trip and refusal of mismatched or corrupt tables.
 #include <gtest/gtest.h>
+
+#include <ostream>
 #include <omp.h>
 
 #include <cstdio>
@@ -26,6 +28,10 @@ struct LayoutCase {
   int64_t slots;
   bool faithful;
 };
+// How ctest and GoogleTest print a case (instead of its bytes).
+void PrintTo(const LayoutCase& c, std::ostream* os) {
+  *os << c.label << " (layout " << c.layout << ", S " << c.slots << (c.faithful ? ", Engram-faithful" : "") << ")";
+}
 
 const LayoutCase kCases[] = {
     {"flat", "flat", 4, false},
