@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "core/output.h"
 #include "core/sysinfo.h"
 #include "sweep/collect.h"
 #include "sweep/records.h"
@@ -141,7 +142,10 @@ void register_sweep_commands(CLI::App& app) {
     c->add_flag("--allow-mixed-data", opt.allow_mixed_data,
                 "write the script even when the sweep's finished runs name another corpus build than the one "
                 "prepared here (refused by default, as `sweep run`)");
+    static bool force = false;
+    c->add_flag("--force", force, "replace --out even when it is not a job script this command wrote");
     c->callback([] {
+      check_output_path(opt.script, "pagegram-slurm-script", force, "--out");  // before any work
       SweepSpec spec = load_sweep(spec_path);
       std::vector<SweepRun> runs = expand_sweep(spec);
       const SlurmPlan plan = write_slurm(spec, runs, opt);

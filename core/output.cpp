@@ -41,6 +41,8 @@ std::string file_kind(const std::string& path) {
   }
   if (head.compare(0, 8, "PGNF4TBL") == 0) return "pagegram-table";
   if (head.compare(0, 8, "PGTOKENS") == 0) return "pagegram-token-store";
+  if (head.rfind("#!/bin/bash\n# Sweep '", 0) == 0 && head.find("as a Slurm job array") != std::string::npos)
+    return "pagegram-slurm-script";  // sweep/slurm.cpp's first two lines
   const size_t b = head.find_first_not_of(" \t\r\n");
   if (b != std::string::npos && head[b] == '{') {
     const size_t at = head.find("\"format\"");

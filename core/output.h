@@ -10,8 +10,8 @@ namespace pg {
 
 // What an existing file is, by its content: the `format` attribute of an HDF5 file's root ("pagegram-checkpoint",
 // "pagegram-runlog", "pagegram-collisions", ...; "hdf5" without one), "pagegram-table" (a .pgt file, magic
-// PGNF4TBL), "pagegram-token-store" (PGTOKENS), the "format" field of a JSON object ("pagegram-run-record",
-// "pagegram-sweep"), else "file". "" when the path does not exist.
+// PGNF4TBL), "pagegram-token-store" (PGTOKENS), "pagegram-slurm-script" (`sweep slurm`'s job script), the "format"
+// field of a JSON object ("pagegram-run-record", "pagegram-sweep"), else "file". "" when the path does not exist.
 std::string file_kind(const std::string& path);
 
 // Refuses (UserError) writing `path` unless it is absent or of kind `own`; `force` allows any existing regular

@@ -73,6 +73,15 @@ class OutputPaths : public ::testing::Test {
     return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, testing::slurp(out)};
   }
   static std::string binary() { return PG_BINARY_DIR "/pagegram"; }
+  // A one-run sweep of the fixture config (for `sweep slurm`).
+  static std::string sweep_file() {
+    std::string text = "name: outs\nbase: " + testing::kTinyConfig + "\nout_dir: " + p("sweep_runs") + "\nseeds: [0]\nset:\n";
+    for (const auto& x : sets_) {
+      const size_t eq = x.find('=');
+      text += "  " + x.substr(0, eq) + ": " + x.substr(eq + 1) + "\n";
+    }
+    return testing::write_text(dir_ / "sweep.yaml", text);
+  }
 
   static inline fs::path dir_;
   static inline std::vector<std::string> sets_;
@@ -102,6 +111,7 @@ TEST_F(OutputPaths, NoCommandReplacesAFileItDidNotMake) {
       {stream_cmd("addresses --tokens 500"), ""},
       {stream_cmd("flashsim --tokens 500 --sizes 1e6 --caches 0"), ""},
       {stream_cmd("iobench --tokens 100 --size 1e5 --depths 1 --dir " + p("iob")), ""},
+      {"sweep slurm " + sweep_file(), ""},
   };
   int refused = 0;
   for (const auto& [cmd, own] : commands)
@@ -115,7 +125,12 @@ TEST_F(OutputPaths, NoCommandReplacesAFileItDidNotMake) {
       EXPECT_EQ(testing::slurp(path), before) << cmd << " changed the " << what;
       ++refused;
     }
-  EXPECT_EQ(refused, 5 * 8 - 2);
+  EXPECT_EQ(refused, 6 * 8 - 2);
+  // sweep slurm replaces its own job script
+  const std::string script = p("job.sh");
+  ASSERT_EQ(run("sweep slurm " + sweep_file() + " --out " + script).first, 0);
+  EXPECT_EQ(file_kind(script), "pagegram-slurm-script");
+  EXPECT_EQ(run("sweep slurm " + sweep_file() + " --out " + script).first, 0);
   // A directory and a missing folder: one line each, nothing written.
   EXPECT_EQ(run("export --checkpoint " + ckpt + " --out " + dir_.string()).first, 2);
   EXPECT_EQ(run("export --checkpoint " + ckpt + " --out " + p("no/such/folder.pgt")).first, 2);
