@@ -49,6 +49,9 @@ void register_infer_commands(CLI::App& app) {
     c->add_option("--top-k", top_k, "sample among the k most likely tokens (0 = all)")->capture_default_str();
     c->add_option("--seed", seed, "sampling seed")->capture_default_str();
     c->add_flag("--ids", ids, "also print the generated token ids");
+    static bool ignore_eos = false;
+    c->add_flag("--ignore-eos", ignore_eos,
+                "go on past an end-of-document token (default: stop there, as a document ends in training)");
     c->callback([] {
       if (prompt.empty() == prompt_file.empty()) throw UserError("generate: give exactly one of --prompt or --prompt-file");
       std::string text = prompt;
@@ -64,8 +67,13 @@ void register_infer_commands(CLI::App& app) {
       e->feed(s, p);
       std::vector<int32_t> out;
       const int64_t one[1] = {s};
-      for (int64_t i = 0; i < max_tokens; ++i) out.push_back(e->step(one)[0]);
-      std::printf("%s%s\n", text.c_str(), e->decode_tail(s, max_tokens).c_str());
+      bool ended = false;
+      for (int64_t i = 0; i < max_tokens && !ended; ++i) {
+        out.push_back(e->step(one)[0]);
+        ended = out.back() == e->eos_id() && !ignore_eos;
+      }
+      std::printf("%s%s\n", text.c_str(), e->decode_tail(s, static_cast<int64_t>(out.size())).c_str());
+      if (ended) std::fprintf(stderr, "(stopped at the end-of-document token; --ignore-eos goes on)\n");
       if (ids) {
         std::printf("ids:");
         for (int32_t t : out) std::printf(" %d", t);

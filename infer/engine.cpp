@@ -87,6 +87,11 @@ void Engine::boundary(int64_t id) {
 }
 
 int64_t Engine::length(int64_t id) const { return static_cast<int64_t>(get(id).history.size()); }
+const std::vector<uint64_t>& Engine::documents(int64_t id) const { return get(id).docs; }
+const MemoryLayout& Engine::checkpoint_layout() const {
+  if (!tm_.mem()) throw UserError("this model has no memory table (memory.layout none)");
+  return tm_.mem()->table().layout();
+}
 
 std::span<const float> Engine::logits(int64_t id) const {
   const Sess& s = get(id);
@@ -213,6 +218,7 @@ void Engine::feed(int64_t id, std::span<const int32_t> tokens) {
   const Mark before = mark(s);
   const int64_t p0 = static_cast<int64_t>(s.history.size());
   s.history.insert(s.history.end(), tokens.begin(), tokens.end());
+  cut_after_eos(s, static_cast<size_t>(p0));
   try {
     run_one(s, p0, static_cast<int64_t>(s.history.size()));
   } catch (...) {  // a failed read (corrupt block): the session stays as before the call
@@ -223,8 +229,17 @@ void Engine::feed(int64_t id, std::span<const int32_t> tokens) {
   stats_.prefill_seconds += t.seconds();
 }
 
+int32_t Engine::eos_id() const { return tokenizer() ? static_cast<int32_t>(tokenizer()->eos_id()) : 2; }
+
+void Engine::cut_after_eos(Sess& s, size_t from) const {
+  const int32_t eos = eos_id();
+  for (size_t q = from; q < s.history.size(); ++q)
+    if (s.history[q] == eos && s.docs.back() != q + 1) s.docs.push_back(q + 1);
+}
+
 void Engine::roll_back(Sess& s, const Mark& m) {
   s.history.resize(m.hist);
+  s.docs.resize(m.docs);
   if (!s.stale && s.cache_start == m.cache_start && s.cache->length() >= m.cache_len)
     s.cache->truncate(m.cache_len);
   else
@@ -278,6 +293,7 @@ std::vector<int32_t> Engine::step(std::span<const int64_t> ids) {
     const int32_t tok = sample(s);
     out.push_back(tok);
     s.history.push_back(tok);
+    cut_after_eos(s, s.history.size() - 1);  // a generated EOS ends the document, as in training
     ss.push_back(&s);
   }
   // Sessions whose cache is full restart alone; the others decode as batches of max_batch.
@@ -322,8 +338,19 @@ std::vector<int32_t> Engine::encode(const std::string& text) const {
 std::string Engine::decode(std::span<const int32_t> ids) const {
   const data::Tokenizer* tk = tokenizer();
   if (!tk) throw UserError(tokenizer_note_.empty() ? "the checkpoint's tokenizer is not available (hint: pagegram data tokenizer --config <its config>)" : tokenizer_note_);
-  std::vector<uint32_t> u(ids.begin(), ids.end());
-  return tk->decode(u);
+  // An end-of-document token is not text: each document decoded alone, a document's end written as a newline.
+  std::string out;
+  std::vector<uint32_t> u;
+  for (size_t i = 0; i <= ids.size(); ++i) {
+    if (i == ids.size() || ids[i] == static_cast<int32_t>(tk->eos_id())) {
+      out += tk->decode(u);
+      if (i < ids.size()) out += "\n";
+      u.clear();
+    } else {
+      u.push_back(static_cast<uint32_t>(ids[i]));
+    }
+  }
+  return out;
 }
 
 std::string Engine::decode_tail(int64_t id, int64_t n) const {

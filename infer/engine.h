@@ -71,7 +71,11 @@ class Engine {
   // A document boundary after the last token: the n-grams of later tokens start here.
   void boundary(int64_t id);
   bool has(int64_t id) const { return sessions_.count(id) != 0; }
-  int64_t length(int64_t id) const;  // tokens fed or generated so far
+  int64_t length(int64_t id) const;
+  // The session's document starts (history positions; the first is 0): where the n-grams are cut.
+  const std::vector<uint64_t>& documents(int64_t id) const;
+  // The layout of the checkpoint's table (the addresses every source is read with).
+  const MemoryLayout& checkpoint_layout() const;  // tokens fed or generated so far
 
   // Appends tokens (the prompt) to a session and runs them (prefill); the session's logits are then those of the
   // last token. UserError for an id outside the vocabulary.
@@ -88,6 +92,8 @@ class Engine {
   // The text of a session's last n tokens as they read after the tokens before them (a piece's leading-space
   // marker is kept, which decoding the n tokens alone would drop).
   std::string decode_tail(int64_t id, int64_t n) const;
+  // The end-of-document id: the tokenizer's, or 2 (</s>, the vocabulary's convention) without one.
+  int32_t eos_id() const;
 
  private:
   struct Sess {
@@ -114,10 +120,13 @@ class Engine {
   // After a failed feed/step (a corrupt block): the session as it was before the call (history of length hist; the
   // cache cut back to cache_len, or restarted by the next run when the call had restarted it).
   struct Mark {
-    size_t hist;
+    size_t hist, docs;
     int64_t cache_len, cache_start;
   };
-  static Mark mark(const Sess& s) { return {s.history.size(), s.cache->length(), s.cache_start}; }
+  static Mark mark(const Sess& s) { return {s.history.size(), s.docs.size(), s.cache->length(), s.cache_start}; }
+  // Documents as in training: a document ends with its end-of-document token, so the token after an EOS at
+  // history positions [from, end) starts a new document (its n-grams begin at the boundary, as in the token store).
+  void cut_after_eos(Sess& s, size_t from) const;
   static void roll_back(Sess& s, const Mark& m);
 
   TrainedModel tm_;

@@ -159,8 +159,9 @@ std::string handle(Engine& e, const std::string& line, bool& quit) {
     if (count < 0 || count > 1000000) throw UserError(str("generate: ", count, " tokens (expected 0..1000000)"));
     std::vector<int32_t> out;
     const int64_t ids[1] = {id};
-    for (int64_t i = 0; i < count; ++i) out.push_back(e.step(ids)[0]);
-    return str("ok ", json_escape(e.tokenizer() ? e.decode_tail(id, count) : std::string()));
+    for (int64_t i = 0; i < count && (out.empty() || out.back() != e.eos_id()); ++i) out.push_back(e.step(ids)[0]);
+    // stops after an end-of-document token (as generate does); the reply's text ends with its newline then
+    return str("ok ", json_escape(e.tokenizer() ? e.decode_tail(id, static_cast<int64_t>(out.size())) : std::string()));
   }
   if (cmd == "step") {
     std::vector<int64_t> ids;

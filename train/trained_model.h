@@ -17,6 +17,7 @@ struct TrainedModel {
   const ExperimentConfig& cfg() const { return session->config(); }
   Transformer& model() { return session->model(); }
   MemoryInjector* mem() { return session->memory(); }
+  const MemoryInjector* mem() const { return session->memory(); }
   const TrainState& state() const { return session->state(); }
 };
 

@@ -17,6 +17,7 @@
 #include "infer/engine.h"
 #include "infer/serve.h"
 #include "infer/table_export.h"
+#include "memory/ngram.h"
 #include "storage/eval_stream.h"
 #include "storage/export.h"
 #include "storage/flash_sim.h"
@@ -503,6 +504,47 @@ TEST_F(EngineTest, ServingNeedsTheTokenizerNotTheTokenStores) {
   }
   fs::rename(dir_ / "spm.model.away", model);
   fs::rename(away, tokens);
+}
+
+TEST_F(EngineTest, AnEndOfDocumentTokenCutsTheNgramsAsADocumentStartDoes) {
+  std::unique_ptr<Engine> e = engine("pagegram");
+  const int32_t eos = e->eos_id();
+  ASSERT_EQ(eos, static_cast<int32_t>(e->tokenizer()->eos_id()));
+  std::vector<int32_t> doc1 = prompt(6, 11), doc2 = prompt(5, 12);
+  for (int32_t& t : doc1) t = t == eos ? eos + 1 : t;
+  for (int32_t& t : doc2) t = t == eos ? eos + 1 : t;
+  doc1.push_back(eos);  // a document ends with its EOS, as the token store holds it
+  std::vector<int32_t> both = doc1;
+  both.insert(both.end(), doc2.begin(), doc2.end());
+  // fed in one piece (the EOS inside), and in two with an explicit boundary after the EOS: the same documents
+  const int64_t a = e->open({0.0, 0, 1}), b = e->open({0.0, 0, 1}), c = e->open({0.0, 0, 1});
+  e->feed(a, both);
+  e->feed(b, doc1);
+  e->boundary(b);
+  e->feed(b, doc2);
+  std::vector<int32_t> no_eos(both);  // the control: the same tokens with the EOS replaced, one document
+  no_eos[doc1.size() - 1] = eos + 1;
+  e->feed(c, no_eos);
+  const std::span<const float> la = e->logits(a), lb = e->logits(b);
+  ASSERT_EQ(la.size(), lb.size());
+  EXPECT_EQ(0, std::memcmp(la.data(), lb.data(), la.size() * sizeof(float)));
+  // The n-grams of doc2 as the trainer addresses them (document offsets of the store: 0 and |doc1|).
+  const MemoryLayout& L = e->checkpoint_layout();
+  const std::vector<uint64_t> docs = {0, doc1.size()};
+  Addresses want, got;
+  want.resize(static_cast<int64_t>(both.size()), L);
+  compute_addresses(L, std::span<const int32_t>(both), std::span<const uint64_t>(docs), 0,
+                    static_cast<int64_t>(both.size()), want.rows.data(), want.signs.data());
+  const std::vector<uint64_t> one = {0};
+  got.resize(static_cast<int64_t>(both.size()), L);
+  compute_addresses(L, std::span<const int32_t>(both), std::span<const uint64_t>(one), 0,
+                    static_cast<int64_t>(both.size()), got.rows.data(), got.signs.data());
+  EXPECT_NE(want.rows, got.rows);  // the cut matters for these tokens (else the logits check proves nothing)
+  EXPECT_EQ(e->documents(a), docs);  // the engine cut where the store's document offsets are
+  EXPECT_EQ(e->documents(c), one);   // without the EOS: one document
+  const std::span<const float> lc = e->logits(c);
+  EXPECT_NE(0, std::memcmp(la.data(), lc.data(), la.size() * sizeof(float)));
+  // A sampled EOS goes through the same cut (Engine::step calls cut_after_eos on the token it appends).
 }
 
 TEST_F(EngineTest, ServeAnswersEveryRequestAndSurvivesBadOnes) {
