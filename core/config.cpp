@@ -351,6 +351,13 @@ void apply_override(YAML::Node& root, const std::string& assignment) {
   std::string shown = assignment;  // one line, whatever the value holds
   for (size_t i = 0; (i = shown.find('\n', i)) != std::string::npos;) shown.replace(i, 1, "\\n");
   const YAML::Node parsed = load_one(value, str("--set '", shown, "'"));
+  // YAML folds the lines of a scalar into one with spaces: a path or name holding a newline would silently become
+  // another value. Refused when the newline did not survive (a block scalar `|` keeps it; maps and lists may span
+  // lines).
+  if (parsed.IsScalar() && value.find_first_of("\n\r") != std::string::npos &&
+      parsed.Scalar().find_first_of("\n\r") == std::string::npos)
+    throw ConfigError(str("--set '", shown, "': a newline in the value of '", path, "', which YAML would fold into a ",
+                          "space (hint: quote the value, or leave the newline out)"));
   std::vector<std::string> parts;
   std::stringstream ss(path);
   for (std::string p; std::getline(ss, p, '.');) {

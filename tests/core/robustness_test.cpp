@@ -53,6 +53,10 @@ TEST(CoreRobustness, BadConfigFilesAreOneLineErrorsNotCrashes) {
   const std::string multi = config_error(ok, {"model.layers=3\n---\n4"});
   EXPECT_NE(multi.find("several YAML documents"), std::string::npos) << multi;
   EXPECT_EQ(multi.find('\n'), std::string::npos) << "one line: " << multi;
+  // A newline in a path folds into a space in YAML: refused, not silently another directory.
+  const std::string fold = config_error(ok, {"train.out_dir=/tmp/new\nline"});
+  EXPECT_NE(fold.find("a newline in the value of 'train.out_dir'"), std::string::npos) << fold;
+  EXPECT_EQ(config_error(ok, {"model={layers: 3,\n  heads: 2}"}), "");  // a map may span lines
 }
 
 // Fuzzing findings (tests/train/fuzz_test.cpp), each a hang or crash before the fix.
