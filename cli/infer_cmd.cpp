@@ -102,6 +102,18 @@ void register_infer_commands(CLI::App& app) {
     static std::string cache = "0";
     static int64_t threads = 0;
     CLI::App* c = app.add_subcommand("serve", "serve generation sessions over a line protocol on stdin/stdout (infer/serve.h)");
+    c->footer(
+        "Protocol: one request per line, one reply line per request (docs/serving.md):\n"
+        "  open [seed=N] [temperature=X] [top_k=K]      -> ok <session>\n"
+        "  feed <s> <text>                              -> ok <tokens fed>\n"
+        "  feed_ids <s> <id> <id> ...                   -> ok <tokens fed>\n"
+        "  generate <s> <n>                             -> ok <json string>  (stops after an end-of-document token)\n"
+        "  step <s> <s> ...                             -> ok <id> <id> ...  (one batched decode step)\n"
+        "  boundary <s> | reset <s> | close <s>         -> ok\n"
+        "  fork <s> [seed=N] [temperature=X] [top_k=K]  -> ok <new session>\n"
+        "  stats                                        -> ok <json object>\n"
+        "  quit                                         -> ok\n"
+        "A bad request gets 'error <message>', changes nothing, and the server goes on.");
     add_engine_options(c, o, cache, threads);
     c->callback([] {
       setup_threads(static_cast<int>(threads));

@@ -15,6 +15,9 @@ namespace pg {
 
 std::unique_ptr<Engine> open_engine(const EngineOptions& o) {
   if (o.max_batch < 1 || o.max_batch > 4096) throw UserError(str("--batch ", o.max_batch, ": expected 1..4096"));
+  if (o.cache_bytes > 0 && o.table_mode != "direct")  // mmap's cache is the kernel's page cache: --cache would do nothing
+    throw UserError(str("--cache ", o.cache_bytes, " bytes: only --table-mode direct has its own cache (", o.table_mode,
+                        " reads through the kernel's page cache) (hint: drop --cache, or use --table-mode direct)"));
   TrainedModelOptions to;
   to.open_data = false;
   to.table_ready = true;  // the table's decay replayed: the values an export writes

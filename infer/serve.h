@@ -4,7 +4,7 @@
 //   open [seed=N] [temperature=X] [top_k=K]   ok <session>
 //   feed <s> <text>                           ok <tokens fed>           (the text's tokens, no end of document)
 //   feed_ids <s> <id> <id> ...                ok <tokens fed>
-//   generate <s> <n>                          ok <json string>          (n tokens sampled one step at a time)
+//   generate <s> <n>                          ok <json string>          (up to n tokens, one step at a time; stops after an EOS)
 //   step <s> <s> ...                          ok <id> <id> ...          (one decode step, every listed session batched)
 //   boundary <s> | reset <s> | close <s>      ok
 //   fork <s> [seed=N] [temperature=X] [top_k=K]  ok <new session>

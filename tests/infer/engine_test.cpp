@@ -477,6 +477,14 @@ TEST_F(EngineTest, ATableFileOfAnotherCheckpointIsRefused) {
   }
   o.checkpoint = ckpt("pagegram_late");  // its own checkpoint serves it
   EXPECT_NE(open_engine(o), nullptr);
+  // --cache with mmap would do nothing (the kernel's page cache is mmap's): refused, not ignored
+  o.cache_bytes = 1 << 20;
+  try {
+    open_engine(o);
+    ADD_FAILURE() << "--cache with --table-mode mmap was accepted";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("only --table-mode direct has its own cache"), std::string::npos) << e.what();
+  }
 }
 
 TEST_F(EngineTest, ServingNeedsTheTokenizerNotTheTokenStores) {
