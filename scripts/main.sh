@@ -13,4 +13,11 @@ $P data corpus --config "$config" "$@"
 echo "== tokenizer + token stores (cached)" >&2
 $P data tokenize --config "$config" "$@"
 echo "== training $config" >&2
+# A run stopped before its first checkpoint has nothing to resume from: `train --resume` refuses such a directory
+# (a resume never silently restarts), and the main command starts that run over (its own run directory).
+out=$($P config show "$config" "$@" | sed -n 's/^  out_dir: //p' | head -1)
+if [ -n "$out" ] && [ -e "$out/log.h5" ] && [ ! -e "$out/checkpoint.h5" ]; then
+  echo "main: $out was stopped before its first checkpoint: starting it over" >&2
+  rm -f "$out/log.h5"
+fi
 $P train --config "$config" --resume "$@"
