@@ -66,7 +66,7 @@ void register_data_commands(CLI::App& app) {
     add_config_options(c, a);
     c->callback([] {
       ExperimentConfig cfg = load_experiment(a.config, a.sets);
-      print_summary(data::tokenize(cfg.data, cfg.tokenizer, a.config));
+      print_summary(data::tokenize(cfg.data, cfg.tokenizer, config_args_hint(a.config, a.sets)));
     });
   }
   {
@@ -75,7 +75,7 @@ void register_data_commands(CLI::App& app) {
     add_config_options(c, a);
     c->callback([] {
       ExperimentConfig cfg = load_experiment(a.config, a.sets);
-      data::DataSet ds = data::open_dataset(cfg.data, cfg.tokenizer, a.config);
+      data::DataSet ds = data::open_dataset(cfg.data, cfg.tokenizer, config_args_hint(a.config, a.sets));
       data::ValidationWindows val = ds.validation(cfg.model.context);
       data::TestStream test = ds.test_stream();
       std::printf("tokenizer   %s\n", ds.tokenizer_paths.model.c_str());

@@ -62,7 +62,7 @@ Loaded load_stream(const StreamArgs& a) {
   setup_threads(static_cast<int>(a.threads));
   Loaded l;
   l.cfg = load_experiment(a.config, a.sets);
-  l.ds = data::open_dataset(l.cfg.data, l.cfg.tokenizer, a.config);
+  l.ds = data::open_dataset(l.cfg.data, l.cfg.tokenizer, config_args_hint(a.config, a.sets));
   Timer t;
   SplitStream s = stream_from_split(l.ds, a.split, a.tokens);
   l.stream = std::move(s.stream);

@@ -68,9 +68,8 @@ void register_train_commands(CLI::App& app, int argc, char** argv) {
       opt.link = dist::world_link();  // mpirun / srun --mpi=pmix: data-parallel ranks
       // The run directory before any work (the data may need minutes to prepare); rank 0 writes it.
       if (!opt.link || opt.link->rank() == 0) check_run_dir(cfg, resume, force);
-      std::string hint = config;  // the config as the user gave it, for the hints of data errors
-      for (const auto& s : sets) hint += " --set " + s;
-      data::DataSet ds = data::open_dataset(cfg.data, cfg.tokenizer, hint);
+      // the config as the user gave it, for the hints of data errors
+      data::DataSet ds = data::open_dataset(cfg.data, cfg.tokenizer, config_args_hint(config, sets));
       TrainSummary s = train(cfg, ds, opt);
       if (s.rank != 0) return;  // rank 0 reports
       std::printf("run         %s\n", s.out_dir.c_str());
@@ -144,7 +143,7 @@ void register_train_commands(CLI::App& app, int argc, char** argv) {
       std::unique_ptr<data::SyntheticDataSet> syn;
       if (synthetic)
         syn = std::make_unique<data::SyntheticDataSet>(cfg.model.vocab, cfg.model.context, static_cast<uint64_t>(cfg.train.seed));
-      data::DataSet ds = synthetic ? syn->dataset() : data::open_dataset(cfg.data, cfg.tokenizer, config);
+      data::DataSet ds = synthetic ? syn->dataset() : data::open_dataset(cfg.data, cfg.tokenizer, config_args_hint(config, sets));
       TrainOptions opt;
       opt.write_files = false;
       opt.progress = false;

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cctype>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -112,6 +113,16 @@ std::string tail_lines(const std::string& path, int lines) {
   for (size_t i = out.size() > static_cast<size_t>(lines) ? out.size() - lines : 0; i < out.size(); ++i)
     s += "    | " + out[i] + "\n";
   return s;
+}
+
+std::string shell_quote(const std::string& s) {
+  const bool plain = !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || std::strchr("_./=:,@+%-", c) != nullptr;
+  });
+  if (plain) return s;
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
 }
 
 std::string json_escape(const std::string& s) {

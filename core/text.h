@@ -25,6 +25,9 @@ std::vector<std::string> remove_stale_temporaries(const std::string& dir);
 std::string tail_lines(const std::string& path, int lines);
 // `s` as a JSON string literal, quotes included.
 std::string json_escape(const std::string& s);
+// `s` as one POSIX shell word, for commands shown in hints: unchanged when it holds only [A-Za-z0-9_./=:,@+%-] (and is
+// not empty), else in single quotes (a ' written as '\'').
+std::string shell_quote(const std::string& s);
 // "1h05m" / "3m07s" (rounded to the nearest second); "?" for a negative or non-finite value.
 std::string fmt_duration(double seconds);
 // "3.2B", "200M", "12.5K", "512" (4 significant digits) — for table headings, file names and progress lines.

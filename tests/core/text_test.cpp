@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 
@@ -35,6 +36,25 @@ TEST(Text, JsonEscape) {
   EXPECT_EQ(json_escape("plain"), "\"plain\"");
   EXPECT_EQ(json_escape("a\"b\\c\nd\te\r"), "\"a\\\"b\\\\c\\nd\\te\\r\"");
   EXPECT_EQ(json_escape(std::string("\x01", 1)), "\"\\u0001\"");
+}
+
+TEST(Text, ShellQuoteGivesOneWordTheShellReadsBack) {
+  EXPECT_EQ(shell_quote("configs/tiny.yaml"), "configs/tiny.yaml");
+  EXPECT_EQ(shell_quote("train.out_dir=/tmp/run-1"), "train.out_dir=/tmp/run-1");
+  EXPECT_EQ(shell_quote(""), "''");
+  EXPECT_EQ(shell_quote("with space/ünï"), "'with space/ünï'");
+  EXPECT_EQ(shell_quote("memory.inject_layers=[0,1]"), "'memory.inject_layers=[0,1]'");
+  EXPECT_EQ(shell_quote("it's"), "'it'\\''s'");
+  // The shell reads each back as the one word it was.
+  for (const std::string w : {"a b", "it's", "$HOME", "x;y", "ünï cødé", "[0,1]"}) {
+    const std::string cmd = "printf %s " + shell_quote(w);
+    FILE* f = ::popen(cmd.c_str(), "r");
+    ASSERT_NE(f, nullptr);
+    char buf[256] = {};
+    const size_t n = std::fread(buf, 1, sizeof(buf) - 1, f);
+    ::pclose(f);
+    EXPECT_EQ(std::string(buf, n), w) << cmd;
+  }
 }
 
 TEST(Text, AtomicWriteReadAndTail) {

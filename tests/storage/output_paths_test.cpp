@@ -160,6 +160,14 @@ TEST_F(OutputPaths, TrainRefusesARunDirectoryItMustNotWrite) {
   std::tie(rc, out) = run(train + " --set train.out_dir=" + p("dangling"));
   EXPECT_EQ(rc, 2);
   EXPECT_NE(out.find("a symlink to a missing target"), std::string::npos) << out;
+  // a directory that cannot be made (root may write anywhere else: /proc refuses even root)
+  std::tie(rc, out) = run(train + " --set train.out_dir=/proc/pagegram_run");
+  EXPECT_EQ(rc, 2) << out;
+  EXPECT_NE(out.find("cannot create the run directory"), std::string::npos) << out;
+  // spaces and non-ASCII letters are a path like any other
+  std::tie(rc, out) = run(train + " --set 'train.out_dir=" + p("with space/ünï cødé") + "'");
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_EQ(file_kind(p("with space/ünï cødé/checkpoint.h5")), "pagegram-checkpoint");
   // checkpoint.h5 that is not a checkpoint
   fs::create_directories(dir_ / "odd");
   copy("k.notes.txt", "odd/checkpoint.h5");
