@@ -168,6 +168,14 @@ void pack_operand(const AOperand<float>& a) {
 void pack_operand_serial(const AOperand<float>& a) { pack_a(a.packed, a.src, a.M, a.K, 0, packed_a_panels(a.M)); }
 void pack_operand_serial(const BOperand<float>& b) { pack_b(b.packed, b.src, b.K, b.N, 0, packed_b_panels(b.N)); }
 void pack_operand(const BOperand<float>& b) {
+  if (bf16() && b.src.cs == 1 && b.K >= 256) {  // row-major B in bf16: k-ranges, each source row read once
+    constexpr int64_t kBlock = 128;
+    const int64_t nb = (b.K + kBlock - 1) / kBlock;
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < nb; ++i)
+      kern::active().pack_b_krange16(b.packed, b.src, b.K, b.N, i * kBlock, std::min(b.K, (i + 1) * kBlock));
+    return;
+  }
   const int64_t np = packed_b_panels(b.N);
 #pragma omp for schedule(static)
   for (int64_t q = 0; q < np; ++q) pack_b(b.packed, b.src, b.K, b.N, q, q + 1);

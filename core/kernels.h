@@ -56,6 +56,8 @@ struct Kernels {
   void (*pack_a16)(float* dst, gemm::View a, int64_t M, int64_t K, int64_t q0, int64_t q1);
   void (*pack_a_krange16)(float* dst, gemm::View a, int64_t M, int64_t K, int64_t k0, int64_t k1);
   void (*pack_b16)(float* dst, gemm::View b, int64_t K, int64_t N, int64_t q0, int64_t q1);
+  // k rows [k0, k1) (k0 even) of every panel of a row-major B (cs == 1), in one pass over those source rows.
+  void (*pack_b_krange16)(float* dst, gemm::View b, int64_t K, int64_t N, int64_t k0, int64_t k1);
   void (*gemm_core16)(int64_t M, int64_t N, int64_t K, const ASource& A, int64_t ka0, const float* bdata,
                       int64_t b_kcap, int64_t kb0, int64_t n0, float* c, int64_t ldc, bool accumulate, float* abuf,
                       const Bf16Micro& micro);

@@ -348,6 +348,11 @@ void pair_rows(bool cvt, uint32_t* dst, int64_t dstride, const float* src, int64
   for (int64_t p = 0; p < (kc + 1) / 2; ++p)
     convert_pairs(cvt, dst + p * dstride, src + 2 * p * srs, 2 * p + 1 < kc ? src + (2 * p + 1) * srs : nullptr, n, width);
 }
+// Pair rows of every panel of w columns (see the AVX-512 file): panel by panel here.
+void pair_panels(bool cvt, uint32_t* dst, int64_t pstride, int64_t w, const float* src, int64_t srs, int64_t n,
+                 int64_t kc) {
+  for (int64_t q = 0; q * w < n; ++q) pair_rows(cvt, dst + q * pstride, w, src + q * w, srs, std::min(w, n - q * w), w, kc);
+}
 // The transposing bf16 packer is left to the staged path on AVX2 (fp32 packer, then convert_pairs).
 bool rows_to_pairs(bool, uint32_t*, int64_t, const float*, int64_t, int64_t, int64_t, int64_t) { return false; }
 inline void split16(const uint32_t* p, V& even, V& odd) {

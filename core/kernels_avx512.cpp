@@ -310,6 +310,36 @@ PG_BF16_TARGET void pair_rows_cvt(uint32_t* dst, int64_t dstride, const float* s
       _mm512_mask_storeu_epi32(d, st, _mm512_permutexvar_epi16(idx, cvt2(_mm512_setzero_ps(), _mm512_maskz_loadu_ps(m, s))));
   }
 }
+// Pair rows of every panel (w columns each: kMr for A, kNr for B) of n columns of src (rows srs floats apart, kc
+// rows): panel q's pair p at dst + q * pstride + p * w (zero past column n), as pair_rows_cvt per panel, but pair by
+// pair across all panels, so each source row is read once, front to back, and the rows some pairs ahead are
+// prefetched.
+PG_BF16_TARGET void pair_panels_cvt(uint32_t* dst, int64_t pstride, int64_t w, const float* src, int64_t srs,
+                                    int64_t n, int64_t kc) {
+  alignas(64) static constexpr uint16_t kInterleave[32] = {0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,  21, 6,  22, 7,  23,
+                                                           8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+  constexpr int64_t kAhead = 8;  // rows
+  const __m512i idx = _mm512_load_si512(kInterleave);
+  for (int64_t p = 0; p < (kc + 1) / 2; ++p) {
+    const float* e = src + 2 * p * srs;
+    const float* o = e + srs;
+    const bool odd = 2 * p + 1 < kc;
+    if (2 * p + kAhead + 1 < kc)
+      for (int64_t l = 0; l < n; l += 16) {
+        _mm_prefetch(reinterpret_cast<const char*>(e + kAhead * srs + l), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(o + kAhead * srs + l), _MM_HINT_T0);
+      }
+    for (int64_t q = 0, c0 = 0; c0 < n; ++q, c0 += w) {
+      const int64_t cnt = std::min(w, n - c0);
+      for (int64_t j = 0; j < w; j += 16) {
+        const __mmask16 m = tail(cnt - j);
+        const __m512 ev = _mm512_maskz_loadu_ps(m, e + c0 + j);
+        const __m512 ov = odd ? _mm512_maskz_loadu_ps(m, o + c0 + j) : _mm512_setzero_ps();
+        _mm512_mask_storeu_epi32(dst + q * pstride + p * w + j, tail(w - j), _mm512_permutexvar_epi16(idx, cvt2(ov, ev)));
+      }
+    }
+  }
+}
 // dst[j] = bf16(even[j]) | bf16(odd[j]) << 16 for j < n (odd == nullptr: zero), dst[j] = 0 for n <= j < width.
 void convert_pairs_int(uint32_t* dst, const float* even, const float* odd, int64_t n, int64_t width) {
   for (int64_t j = 0; j < width; j += 16) {
@@ -361,6 +391,10 @@ PG_BF16_TARGET bool rows_to_pairs_cvt(uint32_t* dst, int64_t dstride, const floa
     const __mmask16 m0 = tail(kk), m1 = tail(kk - 16);
     for (int64_t i = 0; i < 16; ++i) {
       const float* s = src + i * rs + k;
+      if (i < nrows) {  // the same k of the next panel's rows (the caller's next call, usually)
+        _mm_prefetch(reinterpret_cast<const char*>(s + nrows * rs), _MM_HINT_T1);
+        _mm_prefetch(reinterpret_cast<const char*>(s + nrows * rs + 16), _MM_HINT_T1);
+      }
       r[i] = i < nrows ? (__m512)cvt2(_mm512_maskz_loadu_ps(m1, s + 16), _mm512_maskz_loadu_ps(m0, s))
                        : _mm512_setzero_ps();
     }
@@ -378,6 +412,11 @@ void pair_rows(bool cvt, uint32_t* dst, int64_t dstride, const float* src, int64
   if (cvt) return pair_rows_cvt(dst, dstride, src, srs, n, width, kc);
   for (int64_t p = 0; p < (kc + 1) / 2; ++p)
     convert_pairs_int(dst + p * dstride, src + 2 * p * srs, 2 * p + 1 < kc ? src + (2 * p + 1) * srs : nullptr, n, width);
+}
+void pair_panels(bool cvt, uint32_t* dst, int64_t pstride, int64_t w, const float* src, int64_t srs, int64_t n,
+                 int64_t kc) {
+  if (cvt) return pair_panels_cvt(dst, pstride, w, src, srs, n, kc);
+  for (int64_t q = 0; q * w < n; ++q) pair_rows(false, dst + q * pstride, w, src + q * w, srs, std::min(w, n - q * w), w, kc);
 }
 bool rows_to_pairs(bool cvt, uint32_t* dst, int64_t dstride, const float* src, int64_t rs, int64_t nrows, int64_t kc,
                    int64_t width) {
