@@ -33,12 +33,16 @@ using Bf16Kernel = void (*)(int64_t kp, const uint32_t* ap, const uint32_t* bp, 
 using GemmCore16 = void (*)(int64_t M, int64_t N, int64_t K, const ASource& A, int64_t ka0, const float* bdata,
                             int64_t b_kcap, int64_t kb0, int64_t n0, float* c, int64_t ldc, bool accumulate,
                             float* abuf);
+// A k-contiguous A (a row-major activation) is packed by rows instead, with no transposition: row i of a micro-panel
+// holds its pairs p at word i * kRowWords + p (a k-block has at most kKc / 2 pairs), and the `kr` kernels read it so.
+inline constexpr int64_t kRowWords = gemm::kKc / 2;
 struct Bf16Micro {
   const char* name;     // for logs: "vdpbf16ps", "emulated", "amx" or "amx-emulated"
   bool mxcsr_daz_ftz;   // an emulation: packers convert in software; k[] run with MXCSR DAZ|FTZ set (the plain
                         // FMAs then round as VDPBF16PS does)
   Bf16Kernel k[gemm::kMr];  // k[MR - 1]: MR = 1..kMr rows (VDPBF16PS order; unused when core is set)
   GemmCore16 core;      // AMX order (core/gemm.h): a whole product of its own (core/kernels_amx.cpp), else nullptr
+  Bf16Kernel kr[gemm::kMr];  // as k, with A's micro-panel in rows (kRowWords above); the same bits
 };
 
 struct Kernels {

@@ -339,8 +339,8 @@ struct CheckCase {
 
 }  // namespace
 
-constexpr Bf16Micro kHw{"amx", false, {}, &core<Hw>};
-constexpr Bf16Micro kEmu{"amx-emulated", true, {}, &core<Emu>};
+constexpr Bf16Micro kHw{"amx", false, {}, &core<Hw>, {}};
+constexpr Bf16Micro kEmu{"amx-emulated", true, {}, &core<Emu>, {}};
 
 }  // namespace pg::kern::amx_impl
 

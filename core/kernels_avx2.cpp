@@ -355,6 +355,23 @@ void pair_panels(bool cvt, uint32_t* dst, int64_t pstride, int64_t w, const floa
 }
 // The transposing bf16 packer is left to the staged path on AVX2 (fp32 packer, then convert_pairs).
 bool rows_to_pairs(bool, uint32_t*, int64_t, const float*, int64_t, int64_t, int64_t, int64_t) { return false; }
+// Rows r < nrows of src (row stride rs, contiguous along k) to bf16 words in place order: dst[r * dstride + p] = the
+// word of (src[r][2p], src[r][2p+1]) for p < (kc+1)/2 (the kr micro-kernels' row layout).
+void rows_to_bf16(bool, uint32_t* dst, int64_t dstride, const float* src, int64_t rs, int64_t nrows, int64_t kc) {
+  const int64_t nw = (kc + 1) / 2;
+  for (int64_t r = 0; r < nrows; ++r) {
+    const float* s = src + r * rs;
+    uint32_t* d = dst + r * dstride;
+    for (int64_t k = 0; k < kc; k += 16) {
+      const __m256i a = _mm256_srli_epi32(round_bf16_hi(_mm256_castps_si256(_mm256_maskload_ps(s + k, mask8(kc - k)))), 16);
+      const __m256i b =
+          _mm256_srli_epi32(round_bf16_hi(_mm256_castps_si256(_mm256_maskload_ps(s + k + 8, mask8(kc - k - 8)))), 16);
+      // packus: [a0-3, b0-3, a4-7, b4-7] (values < 2^16, exact), then the 64-bit lanes in order
+      const __m256i w = _mm256_permute4x64_epi64(_mm256_packus_epi32(a, b), 0xD8);
+      _mm256_maskstore_epi32(reinterpret_cast<int*>(d + k / 2), mask8(nw - k / 2), w);
+    }
+  }
+}
 inline void split16(const uint32_t* p, V& even, V& odd) {
   const __m256i hi = _mm256_set1_epi32(static_cast<int>(0xFFFF0000u));
   const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));

@@ -423,6 +423,40 @@ bool rows_to_pairs(bool cvt, uint32_t* dst, int64_t dstride, const float* src, i
   return cvt ? rows_to_pairs_cvt(dst, dstride, src, rs, nrows, kc, width)
              : rows_to_pairs_int(dst, dstride, src, rs, nrows, kc, width);
 }
+// Rows r < nrows of src (row stride rs, contiguous along k) to bf16 words in place order: dst[r * dstride + p] = the
+// word of (src[r][2p], src[r][2p+1]) for p < (kc+1)/2 (the kr micro-kernels' row layout); the rows two ahead are
+// prefetched.
+template <bool Cvt>
+PG_BF16_TARGET void rows_to_bf16_impl(uint32_t* dst, int64_t dstride, const float* src, int64_t rs, int64_t nrows,
+                                      int64_t kc) {
+  alignas(64) static constexpr uint16_t kOddHalves[32] = {1,  3,  5,  7,  9,  11, 13, 15, 17, 19, 21,
+                                                          23, 25, 27, 29, 31, 33, 35, 37, 39, 41, 43,
+                                                          45, 47, 49, 51, 53, 55, 57, 59, 61, 63};
+  const __m512i idx = _mm512_load_si512(kOddHalves);
+  const int64_t nw = (kc + 1) / 2;
+  for (int64_t r = 0; r < nrows; ++r) {
+    const float* s = src + r * rs;
+    uint32_t* d = dst + r * dstride;
+    if (r + 2 < nrows)
+      for (int64_t l = 0; l < kc; l += 16) _mm_prefetch(reinterpret_cast<const char*>(s + 2 * rs + l), _MM_HINT_T0);
+    for (int64_t k = 0; k < kc; k += 32) {
+      const __m512 lo = _mm512_maskz_loadu_ps(tail(kc - k), s + k), hi = _mm512_maskz_loadu_ps(tail(kc - k - 16), s + k + 16);
+      __m512i w;
+      if constexpr (Cvt)
+        w = cvt2(hi, lo);
+      else
+        w = _mm512_permutex2var_epi16(round_bf16_hi(_mm512_castps_si512(lo)), idx,
+                                      round_bf16_hi(_mm512_castps_si512(hi)));
+      _mm512_mask_storeu_epi32(d + k / 2, tail(nw - k / 2), w);
+    }
+  }
+}
+void rows_to_bf16(bool cvt, uint32_t* dst, int64_t dstride, const float* src, int64_t rs, int64_t nrows, int64_t kc) {
+  if (cvt)
+    rows_to_bf16_impl<true>(dst, dstride, src, rs, nrows, kc);
+  else
+    rows_to_bf16_impl<false>(dst, dstride, src, rs, nrows, kc);
+}
 inline void split16(const uint32_t* p, V& even, V& odd) {
   const __m512i w = _mm512_loadu_si512(p);
   even = _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));

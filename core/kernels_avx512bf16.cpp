@@ -27,9 +27,11 @@ inline __mmask16 tail(int64_t n) {
 
 // C[0:MR, 0:nr] = [C +] sum over kp pairs of ap[p, 0:MR] . bp[p, 0:32]; VDPBF16PS per lane: c += a_odd * b_odd,
 // then c += a_even * b_even (fp32 FMAs, DAZ in, FTZ out, round to nearest even; MXCSR not used).
-template <int MR>
+// Rows: A's pair p of row i at ap[i * kRowWords + p] (a row-packed micro-panel) instead of ap[p * kMr + i].
+template <int MR, bool Rows>
 void kernel(int64_t kp, const uint32_t* __restrict ap, const uint32_t* __restrict bp, float* c, int64_t ldc,
             int64_t nr, bool load_c, const float* cn) {
+  constexpr int64_t kRs = Rows ? kRowWords : 1, kPs = Rows ? 1 : kMr;
   const __mmask16 m0 = tail(nr), m1 = tail(nr - 16);
   __m512 c0[MR], c1[MR];
 #pragma GCC unroll 14
@@ -51,22 +53,22 @@ void kernel(int64_t kp, const uint32_t* __restrict ap, const uint32_t* __restric
     const __m512bh b0 = (__m512bh)_mm512_loadu_si512(bp), b1 = (__m512bh)_mm512_loadu_si512(bp + 16);
 #pragma GCC unroll 14
     for (int i = 0; i < MR; ++i) {
-      const __m512bh av = (__m512bh)_mm512_set1_epi32(static_cast<int>(ap[i]));
+      const __m512bh av = (__m512bh)_mm512_set1_epi32(static_cast<int>(ap[i * kRs]));
       c0[i] = _mm512_dpbf16_ps(c0[i], av, b0);
       c1[i] = _mm512_dpbf16_ps(c1[i], av, b1);
     }
-    ap += kMr;
+    ap += kPs;
     bp += kNr;
   }
   for (; p < kp; ++p) {
     const __m512bh b0 = (__m512bh)_mm512_loadu_si512(bp), b1 = (__m512bh)_mm512_loadu_si512(bp + 16);
 #pragma GCC unroll 14
     for (int i = 0; i < MR; ++i) {
-      const __m512bh av = (__m512bh)_mm512_set1_epi32(static_cast<int>(ap[i]));
+      const __m512bh av = (__m512bh)_mm512_set1_epi32(static_cast<int>(ap[i * kRs]));
       c0[i] = _mm512_dpbf16_ps(c0[i], av, b0);
       c1[i] = _mm512_dpbf16_ps(c1[i], av, b1);
     }
-    ap += kMr;
+    ap += kPs;
     bp += kNr;
   }
 #pragma GCC unroll 14
@@ -78,7 +80,7 @@ void kernel(int64_t kp, const uint32_t* __restrict ap, const uint32_t* __restric
 
 template <int... I>
 constexpr Bf16Micro make_native(std::integer_sequence<int, I...>) {
-  return Bf16Micro{"vdpbf16ps", false, {&kernel<I + 1>...}, nullptr};
+  return Bf16Micro{"vdpbf16ps", false, {&kernel<I + 1, false>...}, nullptr, {&kernel<I + 1, true>...}};
 }
 constexpr Bf16Micro kNative = make_native(std::make_integer_sequence<int, kMr>{});
 
