@@ -23,6 +23,12 @@ std::string head_of(const std::string& path, size_t n) {
 }
 }  // namespace
 
+std::string kind_phrase(const std::string& kind) {
+  if (kind == "file") return "a file";
+  if (kind == "hdf5") return "an HDF5 file without a pagegram format";
+  return "a " + kind + " file";
+}
+
 std::string file_kind(const std::string& path) {
   std::error_code ec;
   const fs::file_status st = fs::status(path, ec);
@@ -74,8 +80,7 @@ void check_output_path(const std::string& path, const std::string& own, bool for
   }
   if (kind == own || force) return;
   throw UserError(str(option, " ", path, ": refusing to replace an existing file that this command did not write (it is ",
-                      kind == "file" || kind == "hdf5" ? "a " + kind : "a " + kind + " file",
-                      ") (hint: name another output, or pass --force to replace it)"));
+                      kind_phrase(kind), ") (hint: name another output, or pass --force to replace it)"));
 }
 
 }  // namespace pg

@@ -14,6 +14,10 @@ namespace pg {
 // field of a JSON object ("pagegram-run-record", "pagegram-sweep"), else "file". "" when the path does not exist.
 std::string file_kind(const std::string& path);
 
+// A kind of file_kind() for a message: "a file", "an HDF5 file without a pagegram format",
+// "a pagegram-checkpoint file".
+std::string kind_phrase(const std::string& kind);
+
 // Refuses (UserError) writing `path` unless it is absent or of kind `own`; `force` allows any existing regular
 // file. `option` names the CLI option or config key the path came from (for the message).
 void check_output_path(const std::string& path, const std::string& own, bool force, const std::string& option);

@@ -39,6 +39,11 @@ void ExperimentConfig::validate(const std::string& where) const {
   if (tokenizer.vocab_size != model.vocab)
     throw ConfigError(str(where, ": key 'model.vocab' (", model.vocab, ") differs from 'tokenizer.vocab_size' (",
                           tokenizer.vocab_size, ") (hint: set both to the same size)"));
+  // Every run evaluates (at least at its end): a mean over no window would be NaN and the run would look finished.
+  if (data.val_tokens < model.context + 1)
+    throw ConfigError(str(where, ": key 'data.val_tokens' (", data.val_tokens, ") holds no validation window of ",
+                          "model.context + 1 = ", model.context + 1, " tokens (hint: data.val_tokens >= (model.context + ",
+                          "1) x train.eval_windows)"));
 }
 
 namespace {

@@ -69,7 +69,7 @@ void check_run_dir(const ExperimentConfig& cfg, bool resume, bool force) {
   for (const auto& [path, kind, own] : {std::tuple{ckpt, ck, "pagegram-checkpoint"}, {log, lk, "pagegram-runlog"}})
     if (!kind.empty() && kind != own && !force)
       throw UserError(str(path, ": exists and is not a ", own == std::string("pagegram-checkpoint") ? "checkpoint" : "run log",
-                          " of this program (it is a ", kind, " file) (hint: use another train.out_dir, or pass ",
+                          " of this program (it is ", kind_phrase(kind), ") (hint: use another train.out_dir, or pass ",
                           "--force to replace it)"));
   if (force) return;
   // The run the directory holds: its checkpoint's config, else its log's, else its config.yaml (a sweep writes it

@@ -5,7 +5,9 @@
 // protocol answers every request.
 #include <gtest/gtest.h>
 #include <omp.h>
+#include <sys/wait.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -484,6 +486,25 @@ TEST_F(EngineTest, ATableFileOfAnotherCheckpointIsRefused) {
     ADD_FAILURE() << "--cache with --table-mode mmap was accepted";
   } catch (const UserError& e) {
     EXPECT_NE(std::string(e.what()).find("only --table-mode direct has its own cache"), std::string::npos) << e.what();
+  }
+}
+
+// `generate --prompt-file` reads at most 4 MiB: /dev/zero and a 5 MiB file are one line each (exit 2), at once,
+// before the model is loaded; a missing file names its path.
+TEST_F(EngineTest, GeneratePromptFileIsBounded) {
+  const std::string big = (dir_ / "big_prompt.txt").string();
+  std::ofstream(big) << std::string(size_t{5} << 20, 'a');
+  for (const auto& [file, says] : {std::pair{std::string("/dev/zero"), std::string("larger than 4194304 bytes")},
+                                   {big, "larger than 4194304 bytes"},
+                                   {(dir_ / "no_such_prompt.txt").string(), "cannot open"}}) {
+    const std::string out = (dir_ / "generate.out").string();
+    const int rc = std::system((std::string(PG_BINARY_DIR "/pagegram generate --checkpoint ") + ckpt("pagegram") +
+                                " --prompt-file " + file + " > " + out + " 2>&1").c_str());
+    ASSERT_TRUE(WIFEXITED(rc));
+    EXPECT_EQ(WEXITSTATUS(rc), 2) << file;
+    const std::string text = testing::slurp(out);
+    EXPECT_NE(text.find("--prompt-file " + file + ": " + says), std::string::npos) << text;
+    EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1) << text;
   }
 }
 

@@ -168,12 +168,25 @@ TEST_F(OutputPaths, TrainRefusesARunDirectoryItMustNotWrite) {
   std::tie(rc, out) = run(train + " --set 'train.out_dir=" + p("with space/ünï cødé") + "'");
   EXPECT_EQ(rc, 0) << out;
   EXPECT_EQ(file_kind(p("with space/ünï cødé/checkpoint.h5")), "pagegram-checkpoint");
-  // checkpoint.h5 that is not a checkpoint
-  fs::create_directories(dir_ / "odd");
-  copy("k.notes.txt", "odd/checkpoint.h5");
-  std::tie(rc, out) = run(train + " --set train.out_dir=" + p("odd"));
-  EXPECT_EQ(rc, 2);
-  EXPECT_NE(out.find("is not a checkpoint of this program"), std::string::npos) << out;
+  // checkpoint.h5 or log.h5 that is another kind of project file: refused, bytes unchanged (the property test's
+  // rule for train's own two outputs)
+  int refused = 0;
+  for (const auto& [name, own, says] : {std::tuple{"checkpoint.h5", "checkpoint", "is not a checkpoint of this program"},
+                                        {"log.h5", "run log", "is not a run log of this program"}})
+    for (const auto& [what, path] : kinds_) {
+      if (what == own) continue;
+      const std::string sub = str("odd", refused);
+      fs::create_directories(dir_ / sub);
+      const std::string victim = copy(path, sub + "/" + name);
+      const std::string bytes = testing::slurp(victim);
+      std::tie(rc, out) = run(train + " --set train.out_dir=" + p(sub));
+      EXPECT_EQ(rc, 2) << name << " holding a " << what << ": " << out;
+      EXPECT_NE(out.find(says), std::string::npos) << out;
+      EXPECT_EQ(out.find("file file"), std::string::npos) << out;
+      EXPECT_EQ(testing::slurp(victim), bytes) << "train changed the " << what << " in " << name;
+      ++refused;
+    }
+  EXPECT_EQ(refused, 2 * (8 - 1));
   // a resume that cannot resume (log of trained steps, no checkpoint) refuses; --force starts over
   fs::create_directories(dir_ / "nockpt");
   copy("run/log.h5", "nockpt/log.h5");

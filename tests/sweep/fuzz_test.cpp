@@ -2,11 +2,14 @@
 // token stores, checkpoints and table files (.pgt, NF4 and MXFP8). Seeds: the committed presets (configs/**.yaml) and sweep files
 // (experiments/*/sweep.yaml); binary seeds are generated deterministically from the committed fixture corpus.
 // Each mutant must either load or be refused with a UserError (one line: what, where, hint); an InternalError,
-// any other exception or a crash is a finding. Case counts are bounded for CI; PAGEGRAM_FUZZ_CASES=N scales them.
+// any other exception or a crash is a finding. Case counts are bounded for CI; PAGEGRAM_FUZZ_CASES=N sets
+// each fuzzer's count to N (TableFiles: N/2 per format). Seed files are taken in sorted order, so the same tree
+// gives the same mutants on any filesystem.
 // Findings are pinned as regression tests in tests/core/robustness_test.cpp.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -105,8 +108,11 @@ struct FuzzDir {
 TEST(Fuzz, ConfigFilesAndSetValues) {
   FuzzDir d;
   std::vector<std::string> seeds;
+  std::vector<fs::path> paths;
   for (const auto& e : fs::recursive_directory_iterator(d.p / "configs"))
-    if (e.path().extension() == ".yaml") seeds.push_back(slurp(e.path()));
+    if (e.path().extension() == ".yaml") paths.push_back(e.path());
+  std::sort(paths.begin(), paths.end());  // directory order differs between filesystems
+  for (const auto& q : paths) seeds.push_back(slurp(q));
   ASSERT_GE(seeds.size(), 10u);
   // presets name their base relative to configs/: put the mutants there too
   const fs::path where = d.p / "configs" / "mutant.yaml";
@@ -139,6 +145,7 @@ TEST(Fuzz, SweepFiles) {
   std::vector<fs::path> seeds;
   for (const auto& e : fs::directory_iterator(d.p / "experiments"))
     if (fs::exists(e.path() / "sweep.yaml")) seeds.push_back(e.path() / "sweep.yaml");
+  std::sort(seeds.begin(), seeds.end());
   ASSERT_GE(seeds.size(), 3u);
   std::mt19937_64 rng(2);
   const int64_t n = cases(600);
