@@ -58,7 +58,7 @@ done
 if [ ${#need[@]} -gt 0 ]; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
-bash scripts/setup.sh >/dev/null
+[ -n "${PAGEGRAM:-}" ] || bash scripts/setup.sh >/dev/null   # PAGEGRAM=<binary>: measure that build as it is
 blas=$(readlink -f /usr/lib/x86_64-linux-gnu/libblas.so.3 2>/dev/null || echo "?")
 case "$blas" in
   *openblas*) ;;
@@ -66,7 +66,7 @@ case "$blas" in
 esac
 echo "PyTorch: $(/usr/bin/python3 -c 'import torch; print(torch.__version__)' 2>/dev/null), BLAS $blas, environment $torch_env; $(nproc) CPUs: $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)"
 echo
-P=build/pagegram
+P=${PAGEGRAM:-build/pagegram}
 jemalloc=$(ls /usr/lib/x86_64-linux-gnu/libjemalloc.so.2 2>/dev/null || true)
 
 # PyTorch through a prelude that prints the BLAS library and the OpenBLAS kernel (core) it really runs.
