@@ -290,12 +290,13 @@ inline __m512i round_bf16_hi(__m512i u) {
 #define PG_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16,avx2,fma,bmi2")))
 // bf16 of b in words 0-15 and of a in words 16-31 (_mm512_cvtne2ps_pbh(a, b)).
 PG_BF16_TARGET __attribute__((always_inline)) inline __m512i cvt2(__m512 a, __m512 b) { return (__m512i)_mm512_cvtne2ps_pbh(a, b); }
+// VPERMW index: words 0-15 and 16-31 of cvt2(odd, even) interleaved, even first (one pair word per lane).
+alignas(64) inline constexpr uint16_t kInterleave[32] = {0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,  21, 6,  22, 7,  23,
+                                                         8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
 // pair_rows (below) with VCVTNE2PS2BF16: the two k rows of a pair converted in one instruction (bf16 of the even row in
 // words 0-15, of the odd row in 16-31) and interleaved by one VPERMW; index and masks loaded once per panel.
 PG_BF16_TARGET void pair_rows_cvt(uint32_t* dst, int64_t dstride, const float* src, int64_t srs, int64_t n,
                                   int64_t width, int64_t kc) {
-  alignas(64) static constexpr uint16_t kInterleave[32] = {0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,  21, 6,  22, 7,  23,
-                                                           8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
   const __m512i idx = _mm512_load_si512(kInterleave);
   const int64_t full = kc / 2;  // pairs with both k rows
   for (int64_t j = 0; j < width; j += 16) {
@@ -316,8 +317,6 @@ PG_BF16_TARGET void pair_rows_cvt(uint32_t* dst, int64_t dstride, const float* s
 // prefetched.
 PG_BF16_TARGET void pair_panels_cvt(uint32_t* dst, int64_t pstride, int64_t w, const float* src, int64_t srs,
                                     int64_t n, int64_t kc) {
-  alignas(64) static constexpr uint16_t kInterleave[32] = {0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,  21, 6,  22, 7,  23,
-                                                           8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
   constexpr int64_t kAhead = 8;  // rows
   const __m512i idx = _mm512_load_si512(kInterleave);
   for (int64_t p = 0; p < (kc + 1) / 2; ++p) {
@@ -350,15 +349,20 @@ void convert_pairs_int(uint32_t* dst, const float* even, const float* odd, int64
     _mm512_mask_storeu_epi32(dst + j, tail(width - j), _mm512_or_si512(_mm512_srli_epi32(e, 16), o));
   }
 }
+// 32 consecutive floats (lo: k 0..15, hi: k 16..31) to 16 bf16 pair words, rounded in software (the integer twin of
+// cvt2(hi, lo)): round each lane, keep its high 16 bits (one VPERMT2W over both halves).
+inline __m512i round_pairs_int(__m512 lo, __m512 hi) {
+  alignas(64) static constexpr uint16_t kOddHalves[32] = {1,  3,  5,  7,  9,  11, 13, 15, 17, 19, 21,
+                                                          23, 25, 27, 29, 31, 33, 35, 37, 39, 41, 43,
+                                                          45, 47, 49, 51, 53, 55, 57, 59, 61, 63};
+  return _mm512_permutex2var_epi16(round_bf16_hi(_mm512_castps_si512(lo)), _mm512_load_si512(kOddHalves),
+                                   round_bf16_hi(_mm512_castps_si512(hi)));
+}
 // Rows i < nrows (<= 16) of src (row stride rs, contiguous along k) to pair rows: dst[p * dstride + i] = the words of
 // (src[i][2p], src[i][2p+1]) for p < (kc+1)/2, `width` words per pair row (rows >= nrows zero). 32 k of 16 rows at a
 // time: round, keep the high 16 bits of every lane (one VPERMT2W), then a 16x16 transpose of the words.
 bool rows_to_pairs_int(uint32_t* dst, int64_t dstride, const float* src, int64_t rs, int64_t nrows, int64_t kc,
                    int64_t width) {
-  alignas(64) static constexpr uint16_t kOddHalves[32] = {1,  3,  5,  7,  9,  11, 13, 15, 17, 19, 21,
-                                                          23, 25, 27, 29, 31, 33, 35, 37, 39, 41, 43,
-                                                          45, 47, 49, 51, 53, 55, 57, 59, 61, 63};
-  const __m512i idx = _mm512_load_si512(kOddHalves);
   const __mmask16 st = tail(width);
   __m512 r[16];
   for (int64_t k = 0; k < kc; k += 32) {
@@ -367,9 +371,7 @@ bool rows_to_pairs_int(uint32_t* dst, int64_t dstride, const float* src, int64_t
     for (int64_t i = 0; i < 16; ++i) {
       if (i < nrows) {
         const float* s = src + i * rs + k;
-        const __m512i lo = round_bf16_hi(_mm512_castps_si512(_mm512_maskz_loadu_ps(m0, s)));
-        const __m512i hi = round_bf16_hi(_mm512_castps_si512(_mm512_maskz_loadu_ps(m1, s + 16)));
-        r[i] = _mm512_castsi512_ps(_mm512_permutex2var_epi16(lo, idx, hi));
+        r[i] = _mm512_castsi512_ps(round_pairs_int(_mm512_maskz_loadu_ps(m0, s), _mm512_maskz_loadu_ps(m1, s + 16)));
       } else {
         r[i] = _mm512_setzero_ps();
       }
@@ -429,10 +431,6 @@ bool rows_to_pairs(bool cvt, uint32_t* dst, int64_t dstride, const float* src, i
 template <bool Cvt>
 PG_BF16_TARGET void rows_to_bf16_impl(uint32_t* dst, int64_t dstride, const float* src, int64_t rs, int64_t nrows,
                                       int64_t kc) {
-  alignas(64) static constexpr uint16_t kOddHalves[32] = {1,  3,  5,  7,  9,  11, 13, 15, 17, 19, 21,
-                                                          23, 25, 27, 29, 31, 33, 35, 37, 39, 41, 43,
-                                                          45, 47, 49, 51, 53, 55, 57, 59, 61, 63};
-  const __m512i idx = _mm512_load_si512(kOddHalves);
   const int64_t nw = (kc + 1) / 2;
   for (int64_t r = 0; r < nrows; ++r) {
     const float* s = src + r * rs;
@@ -445,8 +443,7 @@ PG_BF16_TARGET void rows_to_bf16_impl(uint32_t* dst, int64_t dstride, const floa
       if constexpr (Cvt)
         w = cvt2(hi, lo);
       else
-        w = _mm512_permutex2var_epi16(round_bf16_hi(_mm512_castps_si512(lo)), idx,
-                                      round_bf16_hi(_mm512_castps_si512(hi)));
+        w = round_pairs_int(lo, hi);
       _mm512_mask_storeu_epi32(d + k / 2, tail(nw - k / 2), w);
     }
   }
