@@ -111,7 +111,7 @@ std::string cmdline() {
 
 void register_collisions(CLI::App& app) {
   static StreamArgs a;
-  static std::vector<std::string> layouts = {"flat", "engram", "pagegram"};
+  static std::vector<std::string> layouts = layout_names();
   static std::string out;
   static bool per_head = false;
   CLI::App* c = app.add_subcommand("collisions", "collision statistics per order and head (report Table 3)");
@@ -222,7 +222,7 @@ void register_flashsim(CLI::App& app) {
   static StreamArgs a;
   static std::vector<std::string> sizes = {"3.2e9", "10e9", "20e9"};
   static std::vector<std::string> caches = {"0", "256MiB", "1GiB", "4GiB"};
-  static std::vector<std::string> layouts = {"flat", "engram", "pagegram"};
+  static std::vector<std::string> layouts = layout_names();
   static std::string out;
   CLI::App* c = app.add_subcommand(
       "flashsim", "flash reads per token under an exact LRU page cache, per layout, table size and cache (Table 6)");
@@ -258,7 +258,7 @@ void register_flashsim(CLI::App& app) {
 void register_iobench(CLI::App& app) {
   static StreamArgs a;
   static std::string size = "2e9", dir, out;
-  static std::vector<std::string> layouts = {"flat", "engram", "pagegram"};
+  static std::vector<std::string> layouts = layout_names();
   static std::vector<int> depths = {1, 4, 16, 64};
   static double seconds = 10;
   static bool keep = false;

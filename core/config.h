@@ -15,6 +15,7 @@
 #include <initializer_list>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
@@ -29,6 +30,7 @@ struct Range {
 struct OneOf {
   std::vector<std::string> values;
   OneOf(std::initializer_list<std::string> v) : values(v) {}
+  explicit OneOf(std::vector<std::string> v) : values(std::move(v)) {}
 };
 struct NoCheck {};
 

@@ -41,12 +41,27 @@ std::string read_corpus_manifest(const std::string& dir, const std::string& hint
   return read_file((root / "manifest.json").string());
 }
 
+uint64_t corpus_identity(const std::string& manifest) {
+  static const std::string key = "\"content_hash\":";
+  size_t p = manifest.find(key);
+  if (p != std::string::npos) {
+    p = manifest.find_first_not_of(" \t\r\n", p + key.size());
+    if (p != std::string::npos && manifest[p] == '"') {
+      const size_t end = manifest.find('"', p + 1);
+      const std::string hex = end == std::string::npos ? "" : manifest.substr(p + 1, end - p - 1);
+      if (!hex.empty() && hex.find_first_not_of("0123456789abcdef") == std::string::npos)
+        return xxh64("pagegram-corpus-content-v1 " + hex);
+    }
+  }
+  return xxh64(manifest);
+}
+
 Corpus Corpus::open(const std::string& dir, const std::string& hint) {
   Corpus c;
   c.dir_ = dir;
   const fs::path root(dir);
   c.manifest_ = read_corpus_manifest(dir, hint);
-  c.manifest_hash_ = xxh64(c.manifest_);
+  c.manifest_hash_ = corpus_identity(c.manifest_);
   std::vector<fs::path> paths;
   std::error_code ec;
   for (fs::directory_iterator it(root / "text", ec), end; !ec && it != end; it.increment(ec)) {

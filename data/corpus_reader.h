@@ -24,7 +24,8 @@ class Corpus {
 
   const std::string& dir() const { return dir_; }
   const std::string& manifest() const { return manifest_; }  // manifest.json bytes
-  uint64_t manifest_hash() const { return manifest_hash_; }  // xxh64 of the manifest bytes
+  // The corpus's identity, corpus_identity(manifest()): equal for two builds of the same text.
+  uint64_t manifest_hash() const { return manifest_hash_; }
   size_t file_count() const { return files_.size(); }
   // "<group>.<lang>" of text file i (files are sorted by name).
   const std::string& source_name(size_t i) const { return names_[i]; }
@@ -45,6 +46,12 @@ class Corpus {
 // The manifest.json bytes of a built corpus (checks DONE too), without mapping its text; throws IoError
 // "corpus not built: <dir> (...; hint: <hint>)".
 std::string read_corpus_manifest(const std::string& dir, const std::string& hint);
+
+// The identity of a corpus from its manifest.json bytes: xxh64 of "pagegram-corpus-content-v1 <content_hash>"
+// when the manifest names the text's content hash (data/corpus/assemble.py), so two builds of the same text
+// on two machines (whose manifests differ in `created` and `stage_seconds`) have one identity; xxh64 of the
+// bytes for a manifest without one. Cache keys, token-store headers and the runs' `data` fingerprint use it.
+uint64_t corpus_identity(const std::string& manifest);
 
 // Cuts a text file's bytes into documents (appends to `out`, tagging them with `file`); empty documents
 // are skipped and a last document without a trailing separator is kept.

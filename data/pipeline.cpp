@@ -392,7 +392,7 @@ TokenizeSummary tokenize(const DataConfig& cfg, const TokenizerConfig& tcfg, con
   }
   // The corpus is mapped, not copied: a rebuild that replaces its files (rename) leaves this run consistent
   // with the manifest it started from, but the result then belongs to an outdated corpus. Say so.
-  if (std::string now = read_corpus_manifest(corpus.dir(), corpus_hint(cfg)); xxh64(now) != corpus.manifest_hash())
+  if (std::string now = read_corpus_manifest(corpus.dir(), corpus_hint(cfg)); corpus_identity(now) != corpus.manifest_hash())
     std::cerr << "[data] warning: " << corpus.dir() << " was rebuilt while tokenizing; this store belongs to the "
               << "previous corpus (rerun `" << rebuild_command(config_path) << "`)\n";
   if (!publish_dir(tmp, sum.store_dir)) std::cerr << "[data] tokenize: another process built the store first\n";

@@ -10,7 +10,7 @@
 //       24     8  u64 n_docs
 //       32     8  u64 n_tokens
 //       40     8  u64 tokenizer_hash   xxh64 of the sentencepiece .model file bytes
-//       48     8  u64 manifest_hash    xxh64 of the corpus manifest.json bytes
+//       48     8  u64 manifest_hash    corpus_identity of the corpus manifest.json
 //       56     8  u64 split_seed
 //       64     8  f64 heldout_fraction
 //       72     4  u32 split            0 train, 1 heldout, 2 other

@@ -33,7 +33,7 @@ CollisionClassReport loss_by_collision_class(TrainedModel& tm, int64_t n,
   const MemoryLayout& L = mem->table().layout();
   const int64_t T = cfg.model.context, no = L.n_orders(), K = L.heads_per_order();
   CollisionClassReport rep;
-  rep.layout = L.name() == "pagegram" ? str("pagegram(S=", cfg.memory.slots, ")") : L.name();
+  rep.layout = L.label();
   rep.rows = L.rows();
 
   // 1. The run's training windows, in the trainer's order, up to the checkpoint's sampler counter.

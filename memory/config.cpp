@@ -31,19 +31,8 @@ void MemoryConfig::validate(const std::string& where, int64_t d_model, int64_t l
   if (hash.engram_faithful && layout != "engram")
     throw ConfigError(str(where, ": key 'memory.hash.engram_faithful': only the engram layout has Engram-faithful ",
                           "hashing (layout is '", layout, "')"));
-  const int64_t n = static_cast<int64_t>(orders.size());
-  int64_t min_params = 0;
   std::string unit;
-  if (layout == "flat") {
-    min_params = n * d_model;
-    unit = "one row of d_model per order";
-  } else if (layout == "engram") {
-    min_params = n * heads * head_dim * 2;
-    unit = "a prime >= 2 rows per sub-table";
-  } else if (layout == "pagegram") {
-    min_params = n * heads * slots * head_dim * 2;
-    unit = "a prime >= 2 pages per order";
-  }
+  const int64_t min_params = layout_min_params(*this, d_model, &unit);
   if (target_params < min_params)
     throw ConfigError(str(where, ": key 'memory.target_params': ", target_params, " is too small for layout '", layout,
                           "' (hint: at least ", min_params, " = ", unit, ")"));

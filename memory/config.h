@@ -13,6 +13,12 @@ namespace pg {
 // another version is refused: a hash is part of the checkpoint format.
 inline constexpr int64_t kHashVersion = 1;
 
+// memory.layout's choices: "none" and the layout registry's names (memory/layout.cpp).
+std::vector<std::string> memory_layout_choices();
+struct MemoryConfig;
+// The smallest memory.target_params the configured layout can build, and its unit in words (0 for none).
+int64_t layout_min_params(const MemoryConfig& cfg, int64_t d_model, std::string* unit);
+
 struct MemoryHashConfig {
   int64_t seed = 0;                // base seed of every (order, head, role) hash; not the run seed
   int64_t version = kHashVersion;  // must equal kHashVersion
@@ -50,7 +56,7 @@ struct MemoryConfig {
 
   template <class V>
   void visit(V& v) {
-    v("layout", layout, "memory layout", cfg::OneOf{"none", "flat", "engram", "pagegram"});
+    v("layout", layout, "memory layout", cfg::OneOf(memory_layout_choices()));
     v("orders", orders, "n-gram orders, e.g. [2, 3]", cfg::Range{2, 4});
     v("heads", heads, "K heads per order (engram, pagegram)", cfg::Range{1, 64});
     v("head_dim", head_dim, "r, width of one head row (engram, pagegram)", cfg::Range{1, 4096});

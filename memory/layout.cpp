@@ -98,13 +98,28 @@ namespace {
 struct Entry {
   const char* name;
   std::unique_ptr<MemoryLayout> (*make)(const MemoryConfig&, int64_t, const CompressedVocab*);
+  bool takes_slots;  // pages of memory.slots slots per head
+  // The smallest table the layout can build for a config (memory.target_params below it is refused), and why.
+  int64_t (*min_params)(const MemoryConfig&, int64_t d_model);
+  const char* min_unit;
 };
+int64_t n_orders(const MemoryConfig& c) { return static_cast<int64_t>(c.orders.size()); }
 // The registry: one line per layout.
 const Entry kLayouts[] = {
-    {"flat", make_flat_layout},
-    {"engram", make_engram_layout},
-    {"pagegram", make_pagegram_layout},
+    {"flat", make_flat_layout, false, [](const MemoryConfig& c, int64_t d) { return n_orders(c) * d; },
+     "one row of d_model per order"},
+    {"engram", make_engram_layout, false,
+     [](const MemoryConfig& c, int64_t) { return n_orders(c) * c.heads * c.head_dim * 2; },
+     "a prime >= 2 rows per sub-table"},
+    {"pagegram", make_pagegram_layout, true,
+     [](const MemoryConfig& c, int64_t) { return n_orders(c) * c.heads * c.slots * c.head_dim * 2; },
+     "a prime >= 2 pages per order"},
 };
+const Entry* find_entry(const std::string& name) {
+  for (const Entry& e : kLayouts)
+    if (name == e.name) return &e;
+  return nullptr;
+}
 }  // namespace
 
 std::unique_ptr<MemoryLayout> make_layout(const MemoryConfig& cfg, int64_t d_model, const CompressedVocab* vocab) {
@@ -112,8 +127,7 @@ std::unique_ptr<MemoryLayout> make_layout(const MemoryConfig& cfg, int64_t d_mod
   if (cfg.hash.version != kHashVersion)
     throw ConfigError(str("memory.hash.version: ", cfg.hash.version, " is not implemented (hint: this build ",
                           "implements version ", kHashVersion, ")"));
-  for (const Entry& e : kLayouts)
-    if (cfg.layout == e.name) return e.make(cfg, d_model, vocab);
+  if (const Entry* e = find_entry(cfg.layout)) return e->make(cfg, d_model, vocab);
   std::string names;
   for (const Entry& e : kLayouts) names += str(names.empty() ? "" : ", ", e.name);
   throw ConfigError(str("memory.layout: unknown layout '", cfg.layout, "' (hint: one of none, ", names, ")"));
@@ -123,6 +137,32 @@ std::vector<std::string> layout_names() {
   std::vector<std::string> out;
   for (const Entry& e : kLayouts) out.push_back(e.name);
   return out;
+}
+
+std::vector<std::string> memory_layout_choices() {
+  std::vector<std::string> out{"none"};
+  for (const Entry& e : kLayouts) out.push_back(e.name);
+  return out;
+}
+
+bool is_layout_name(const std::string& name) { return find_entry(name) != nullptr; }
+
+bool layout_takes_slots(const std::string& name) {
+  const Entry* e = find_entry(name);
+  return e && e->takes_slots;
+}
+
+std::string layout_label(const std::string& name, int64_t slots) {
+  return layout_takes_slots(name) ? str(name, "(S=", slots, ")") : name;
+}
+
+std::string MemoryLayout::label() const { return layout_label(name(), slots()); }
+
+int64_t layout_min_params(const MemoryConfig& cfg, int64_t d_model, std::string* unit) {
+  const Entry* e = find_entry(cfg.layout);
+  if (!e) return 0;
+  if (unit) *unit = e->min_unit;
+  return e->min_params(cfg, d_model);
 }
 
 ParityCheck check_parity(const MemoryConfig& cfg, int64_t d_model) {

@@ -33,6 +33,14 @@ class MemoryLayout {
   virtual ~MemoryLayout() = default;
   // Registry key ("flat", "engram", "pagegram").
   virtual std::string name() const = 0;
+  // S slots per head of a page (PageGram); 0 for a layout without pages. Statistics and files that depend on
+  // pages ask this, never the layout's type.
+  virtual int64_t slots() const { return 0; }
+  bool has_pages() const { return slots() > 0; }
+  // Rows of one addressing unit, kept together in a file (PageGram: a page of K*S rows; else 1).
+  virtual int64_t unit_rows() const { return 1; }
+  // For people: the name, with the slots of a layout that has them ("pagegram(S=4)").
+  std::string label() const;
 
   // ---- Geometry.
   const std::vector<int64_t>& orders() const { return orders_; }
@@ -110,7 +118,14 @@ class MemoryLayout {
 // Throws ConfigError for an unknown name or a missing vocabulary.
 std::unique_ptr<MemoryLayout> make_layout(const MemoryConfig& cfg, int64_t d_model,
                                           const CompressedVocab* vocab = nullptr);
+// The registered layout names in registry order ("none" is not a layout). Config choices, storage specs,
+// CLI defaults and the test suites' instantiations all come from here (memory_layout_choices adds "none").
 std::vector<std::string> layout_names();
+bool is_layout_name(const std::string& name);
+// Whether the layout has pages of S slots per head (memory.slots applies; storage specs take "name:S").
+bool layout_takes_slots(const std::string& name);
+// "name" or, for a layout with slots, "name(S=<slots>)".
+std::string layout_label(const std::string& name, int64_t slots);
 
 // Layout factories (one per layout file; listed in the registry in layout.cpp).
 std::unique_ptr<MemoryLayout> make_flat_layout(const MemoryConfig& cfg, int64_t d_model, const CompressedVocab*);

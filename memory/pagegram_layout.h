@@ -21,7 +21,8 @@ class PageGramLayout final : public MemoryLayout {
   BlockLocation block_of(int64_t row) const override;
   std::vector<std::pair<std::string, std::string>> identity() const override;
 
-  int64_t slots() const { return slots_; }
+  int64_t slots() const override { return slots_; }
+  int64_t unit_rows() const override { return page_rows(); }
   int64_t pages(int64_t o) const { return sizes_[o]; }
   int64_t page_rows() const { return heads_per_order_ * slots_; }  // K*S rows per page
   int64_t base(int64_t o) const { return base_[o]; }

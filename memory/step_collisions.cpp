@@ -6,7 +6,6 @@
 #include <limits>
 
 #include "core/error.h"
-#include "memory/pagegram_layout.h"
 
 namespace pg {
 
@@ -47,10 +46,10 @@ void StepCollisionCounter::CountMap::grow() {
 }
 
 StepCollisionCounter::StepCollisionCounter(const MemoryLayout& layout, bool track_owners)
-    : layout_(layout), pagegram_(dynamic_cast<const PageGramLayout*>(&layout)), track_owners_(track_owners) {
+    : layout_(layout), unit_rows_(layout.has_pages() ? layout.unit_rows() : 0), track_owners_(track_owners) {
   PG_CHECK(layout.rows() < std::numeric_limits<int32_t>::max(), "table of ", layout.rows(), " rows");
   first_.assign(static_cast<size_t>(layout.rows()), -1);
-  if (pagegram_) page_count_.assign(static_cast<size_t>(layout.rows() / pagegram_->page_rows()), 0);
+  if (unit_rows_) page_count_.assign(static_cast<size_t>(layout.rows() / unit_rows_), 0);
   if (track_owners_) {
     owner_key_.assign(static_cast<size_t>(layout.rows()), 0);
     owner_count_.assign(static_cast<size_t>(layout.rows()), 0);
@@ -179,12 +178,12 @@ StepCollisionStats StepCollisionCounter::finish(bool report) {
     }
 
     // Page-mates (PageGram): other distinct n-grams of the step on the lookup's page.
-    if (pagegram_ && N > 0) {
-      for (int64_t x = 0; x < D; ++x) ++page_count_[static_cast<size_t>(pagegram_->page_of(row(x, 0)))];
+    if (unit_rows_ && N > 0) {
+      for (int64_t x = 0; x < D; ++x) ++page_count_[static_cast<size_t>(row(x, 0) / unit_rows_)];
       int64_t mates = 0;
       for (int64_t x = 0; x < D; ++x)
-        mates += cnt[static_cast<size_t>(x)] * (page_count_[static_cast<size_t>(pagegram_->page_of(row(x, 0)))] - 1);
-      for (int64_t x = 0; x < D; ++x) page_count_[static_cast<size_t>(pagegram_->page_of(row(x, 0)))] = 0;
+        mates += cnt[static_cast<size_t>(x)] * (page_count_[static_cast<size_t>(row(x, 0) / unit_rows_)] - 1);
+      for (int64_t x = 0; x < D; ++x) page_count_[static_cast<size_t>(row(x, 0) / unit_rows_)] = 0;
       st.page_mates[static_cast<size_t>(o)] = static_cast<double>(mates) / static_cast<double>(N);
     }
   }

@@ -35,8 +35,6 @@
 
 namespace pg {
 
-class PageGramLayout;
-
 struct StepCollisionStats {
   int64_t n_orders = 0, heads_per_order = 0;
   // Per order.
@@ -75,7 +73,7 @@ class StepCollisionCounter {
   };
 
   const MemoryLayout& layout_;
-  const PageGramLayout* pagegram_;
+  int64_t unit_rows_;  // rows per page (layouts with pages), 0 otherwise
   bool track_owners_;
   int64_t n_ = 0;
   std::vector<int64_t> rows_;   // [n, heads]

@@ -14,7 +14,7 @@
 #include "core/timer.h"
 #include "memory/hash.h"
 #include "memory/ngram.h"
-#include "memory/pagegram_layout.h"
+#include "memory/layout.h"
 
 namespace pg {
 
@@ -58,10 +58,9 @@ uint64_t untok(uint32_t t) { return t == kBoundary32 ? memhash::kBoundaryToken :
 LayoutCollisions measure_collisions(const MemoryLayout& layout, const EvalStream& stream, bool progress) {
   Timer total;
   LayoutCollisions out;
-  const auto* pgl = dynamic_cast<const PageGramLayout*>(&layout);
   out.layout = layout.name();
-  out.slots = pgl ? pgl->slots() : 0;
-  out.label = pgl ? str("pagegram(S=", out.slots, ")") : layout.name();
+  out.slots = layout.slots();
+  out.label = layout.label();
   out.heads_per_order = layout.heads_per_order();
   out.params = layout.params();
   const int64_t N = stream.size(), K = layout.heads_per_order(), H = layout.heads(), mo = layout.max_order();
@@ -226,8 +225,8 @@ LayoutCollisions measure_collisions(const MemoryLayout& layout, const EvalStream
     // 4. Analytic expectations of cross-head sharing and neighbours.
     const size_t h0 = out.heads.size() - static_cast<size_t>(K);
     double q_any = 0;  // P(two distinct n-grams share at least one row)
-    if (pgl) {
-      const double S = static_cast<double>(pgl->slots()), P = static_cast<double>(pgl->pages(o));
+    if (layout.has_pages()) {  // P_n pages of K heads x S slots each
+      const double S = static_cast<double>(layout.slots()), P = static_cast<double>(layout.sizes()[static_cast<size_t>(o)]);
       q_any = (1.0 - std::pow(1.0 - 1.0 / S, static_cast<double>(K))) / P;
       for (int64_t k = 0; k < K; ++k) {
         out.heads[h0 + static_cast<size_t>(k)].exp_cross_share = 1.0 - std::pow(1.0 - 1.0 / S, static_cast<double>(K - 1));

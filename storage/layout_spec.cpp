@@ -18,19 +18,29 @@ struct SlotsRangeCheck {
       if (std::string(key) == "slots") cfg::check(slots, c, where, "memory.slots", help);
   }
 };
+// "flat, engram, pagegram or pagegram:S": the registry's names, and the form that takes slots.
+std::string layout_choices_hint() {
+  std::string names, slotted;
+  for (const std::string& n : layout_names()) {
+    names += str(names.empty() ? "" : ", ", n);
+    if (layout_takes_slots(n)) slotted += str(" or ", n, ":S");
+  }
+  return names + slotted;
+}
 }  // namespace
 
-std::string FlashLayoutSpec::label() const { return layout == "pagegram" ? str("pagegram(S=", slots, ")") : layout; }
+std::string FlashLayoutSpec::label() const { return layout_label(layout, slots); }
 
 FlashLayoutSpec parse_flash_layout(const std::string& text, int64_t default_slots) {
   FlashLayoutSpec s;
   const size_t colon = text.find(':');
   s.layout = text.substr(0, colon);
-  if (s.layout != "flat" && s.layout != "engram" && s.layout != "pagegram")
-    throw UserError(str("--layouts: unknown layout '", text, "' (hint: flat, engram, pagegram or pagegram:S)"));
+  if (!is_layout_name(s.layout))
+    throw UserError(str("--layouts: unknown layout '", text, "' (hint: ", layout_choices_hint(), ")"));
   s.slots = default_slots;
   if (colon != std::string::npos) {
-    if (s.layout != "pagegram") throw UserError(str("--layouts: '", text, "': only pagegram takes :S slots"));
+    if (!layout_takes_slots(s.layout))
+      throw UserError(str("--layouts: '", text, "': '", s.layout, "' has no slots (hint: ", layout_choices_hint(), ")"));
     try {
       size_t pos = 0;
       s.slots = std::stoll(text.substr(colon + 1), &pos);
@@ -42,7 +52,7 @@ FlashLayoutSpec parse_flash_layout(const std::string& text, int64_t default_slot
     SlotsRangeCheck check{s.slots, str("--layouts '", text, "'")};
     m.visit(check);
   }
-  if (s.layout != "pagegram") s.slots = 0;
+  if (!layout_takes_slots(s.layout)) s.slots = 0;
   return s;
 }
 
@@ -50,7 +60,7 @@ std::unique_ptr<MemoryLayout> make_storage_layout(const MemoryConfig& base, int6
                                                   double params, const CompressedVocab* vocab) {
   MemoryConfig m = base;
   m.layout = spec.layout;
-  if (spec.layout == "pagegram" && spec.slots > 0) m.slots = spec.slots;
+  if (layout_takes_slots(spec.layout) && spec.slots > 0) m.slots = spec.slots;
   if (params > 0) m.target_params = static_cast<int64_t>(params);
   if (!vocab) m.hash.engram_faithful = false;
   return make_layout(m, d_model, vocab);

@@ -20,7 +20,6 @@
 #include "storage/eval_stream.h"
 #include "storage/mxfp8.h"
 #include "storage/nf4.h"
-#include "memory/pagegram_layout.h"
 
 namespace pg {
 
@@ -282,7 +281,7 @@ TablePlacement table_placement(const MemoryLayout& layout, TableQuantization q) 
   p.layout = &layout;
   p.quantization = q;
   p.row_bytes = quantized_row_bytes(q, layout.width());
-  if (const auto* pg = dynamic_cast<const PageGramLayout*>(&layout)) p.unit_rows = pg->page_rows();
+  p.unit_rows = layout.unit_rows();
   return p;
 }
 

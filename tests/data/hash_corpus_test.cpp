@@ -74,12 +74,32 @@ TEST(Corpus, OpensFixtureInFileOrder) {
   EXPECT_EQ(c.source_name(0), "code.code");
   EXPECT_EQ(c.documents().size(), 262u);
   EXPECT_GT(c.total_bytes(), 100000u);
-  EXPECT_EQ(c.manifest_hash(), xxh64(read_file(PG_TEST_DATA "/corpus/manifest.json")));
+  EXPECT_EQ(c.manifest_hash(), corpus_identity(read_file(PG_TEST_DATA "/corpus/manifest.json")));
   for (const auto& d : c.documents()) {
     std::string_view t = c.text(d);
     EXPECT_FALSE(t.empty());
     EXPECT_EQ(t.find("\n\x1e\n"), std::string_view::npos);
   }
+}
+
+// Two builds of the same text differ in `created` and `stage_seconds` only: one identity (cache keys and the runs'
+// `data` fingerprint). Another content hash is another corpus; a manifest without one is keyed by its bytes.
+TEST(Corpus, IdentityIsTheTextsContentHashNotTheBuildTime) {
+  const std::string a = "{\n \"version\": 1,\n \"created\": \"2026-12-06T02:11:40+00:00\",\n \"total_docs\": 3,\n"
+                        " \"content_hash\": \"1f572963161d12d9c5f925c4e7be533a\",\n \"stage_seconds\": {\"extract\": 160.0}\n}\n";
+  const std::string b = "{\n \"version\": 1,\n \"created\": \"2026-12-06T21:32:01+00:00\",\n \"total_docs\": 3,\n"
+                        " \"content_hash\":\"1f572963161d12d9c5f925c4e7be533a\",\n \"stage_seconds\": {\"extract\": 168.0}\n}\n";
+  std::string c = a;
+  c.replace(c.find("1f57"), 4, "2f57");
+  EXPECT_NE(xxh64(a), xxh64(b));
+  EXPECT_EQ(corpus_identity(a), corpus_identity(b));
+  EXPECT_NE(corpus_identity(a), corpus_identity(c));
+  EXPECT_NE(corpus_identity(a), xxh64(a));
+  // No content hash, or one that is not lower-case hex: the bytes decide.
+  const std::string old = "{\"version\": 1, \"created\": \"x\"}";
+  EXPECT_EQ(corpus_identity(old), xxh64(old));
+  const std::string odd = "{\"content_hash\": \"not hex\"}";
+  EXPECT_EQ(corpus_identity(odd), xxh64(odd));
 }
 
 TEST(Corpus, MissingDoneIsCorpusNotBuilt) {

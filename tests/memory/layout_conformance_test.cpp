@@ -6,10 +6,12 @@
 #include <ostream>
 #include <omp.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <set>
 
 #include "core/h5.h"
@@ -387,6 +389,32 @@ TEST_P(LayoutConformance, MismatchedOrCorruptTablesAreRefused) {
   std::filesystem::resize_file(path, size / 2);
   EXPECT_THROW(h5::File::open(path), IoError);
   std::filesystem::remove(path);
+}
+
+// The registry decides which layouts exist: each registered layout has a case here (with and without pages' slots
+// as it takes them), and every case names a registered layout. The golden, grad-tree and bf16 suites instantiate
+// memory_layout_choices() themselves.
+TEST(LayoutRegistry, EveryRegisteredLayoutHasAConformanceCase) {
+  const std::vector<std::string> names = layout_names();
+  ASSERT_FALSE(names.empty());
+  for (const std::string& name : names) {
+    const bool covered = std::any_of(std::begin(kCases), std::end(kCases), [&](const LayoutCase& c) { return name == c.layout; });
+    EXPECT_TRUE(covered) << "layout '" << name << "' is registered (memory/layout.cpp) but has no case in kCases";
+    EXPECT_TRUE(is_layout_name(name));
+  }
+  for (const LayoutCase& c : kCases) EXPECT_TRUE(is_layout_name(c.layout)) << c.label;
+  EXPECT_FALSE(is_layout_name("none"));
+  const std::vector<std::string> choices = memory_layout_choices();
+  ASSERT_EQ(choices.size(), names.size() + 1);
+  EXPECT_EQ(choices[0], "none");
+  // Slots and labels come from the layout, not from its name.
+  for (const LayoutCase& c : kCases) {
+    auto L = layout_for(c);
+    EXPECT_EQ(L->has_pages(), layout_takes_slots(c.layout)) << c.label;
+    EXPECT_EQ(L->slots(), L->has_pages() ? c.slots : 0) << c.label;
+    EXPECT_EQ(L->unit_rows(), L->has_pages() ? L->heads_per_order() * c.slots : 1) << c.label;
+    EXPECT_EQ(L->label(), L->has_pages() ? str(c.layout, "(S=", c.slots, ")") : std::string(c.layout)) << c.label;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryLayout, LayoutConformance, ::testing::ValuesIn(kCases),

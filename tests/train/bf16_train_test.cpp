@@ -89,7 +89,7 @@ constexpr double kStepTolerance = 0.005;
 constexpr double kEvalTolerance = 0.002;
 
 TEST_F(Bf16Train, FollowsFp32WithEveryLayout) {
-  for (const std::string layout : {"none", "flat", "engram", "pagegram"}) {
+  for (const std::string& layout : memory_layout_choices()) {
     SCOPED_TRACE(layout);
     const Run f = run(layout, "fp32", 2, 50), h = run(layout, "bf16", 2, 50);
     ASSERT_EQ(f.loss.size(), 50u);
@@ -120,7 +120,7 @@ TEST_F(Bf16Train, AmxOrderFollowsFp32AndIsThreadIndependent) {
   EXPECT_EQ(a.loss, b.loss);
   EXPECT_EQ(a.params, b.params);
   EXPECT_NE(a.params, vdp.params);  // another summation order: other bits
-  for (const std::string layout : {"none", "flat", "engram", "pagegram"}) {
+  for (const std::string& layout : memory_layout_choices()) {
     SCOPED_TRACE(layout);
     const Run f = run(layout, "fp32", 2, 50), h = run(layout, "bf16", 2, 50);
     ASSERT_EQ(h.loss.size(), 50u);

@@ -325,7 +325,7 @@ TEST_P(SimulatedRanks, CheckpointsEqualTheSingleProcessRun) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Layouts, SimulatedRanks, ::testing::Values("none", "flat", "engram", "pagegram"));
+INSTANTIATE_TEST_SUITE_P(Layouts, SimulatedRanks, ::testing::ValuesIn(memory_layout_choices()));
 
 }  // namespace
 }  // namespace pg
