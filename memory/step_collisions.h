@@ -43,6 +43,21 @@ struct StepCollisionStats {
   // Per (order, head), order-major: index o * heads_per_order + k.
   std::vector<int64_t> touched_rows, shared_pairs;
   std::vector<double> lookups_per_row, foreign_step, foreign_owner, co_heads;
+
+  // The statistics in the order the run log stores them (/collisions/<name>, train/FORMATS.md): f(name, member
+  // pointer, per_head). One list drives the log's read, truncate and write; a field added above and here is logged.
+  template <class F>
+  static void columns(F&& f) {
+    f("lookups", &StepCollisionStats::lookups, false);
+    f("distinct", &StepCollisionStats::distinct, false);
+    f("page_mates", &StepCollisionStats::page_mates, false);
+    f("touched_rows", &StepCollisionStats::touched_rows, true);
+    f("lookups_per_row", &StepCollisionStats::lookups_per_row, true);
+    f("foreign_step", &StepCollisionStats::foreign_step, true);
+    f("foreign_owner", &StepCollisionStats::foreign_owner, true);
+    f("shared_pairs", &StepCollisionStats::shared_pairs, true);
+    f("co_heads", &StepCollisionStats::co_heads, true);
+  }
 };
 
 class StepCollisionCounter {

@@ -51,11 +51,21 @@ void check_aligned(const h5::Group& g, const std::string& path, std::initializer
                       "and log.h5 to start the run over)"));
   }
 }
-template <class T>
 size_t rows_until(const std::vector<int64_t>& step, int64_t last) {
   size_t n = 0;
   while (n < step.size() && step[n] <= last) ++n;
   return n;
+}
+// Reads every column of a group (the struct's columns() list) and keeps the rows of steps up to `last`.
+template <class Cols>
+void read_columns(const h5::Group& g, Cols& cols, int64_t last) {
+  Cols::columns(cols, [&](const char* name, auto& v) { v = g.read<typename std::decay_t<decltype(v)>::value_type>(name); });
+  const size_t n = rows_until(cols.step, last);
+  Cols::columns(cols, [&](const char*, auto& v) { truncate_after(v, n); });
+}
+template <class Cols>
+void write_columns(const h5::Group& g, const Cols& cols) {
+  Cols::columns(cols, [&](const char* name, const auto& v) { g.write(name, v); });
 }
 }  // namespace
 
@@ -90,31 +100,13 @@ RunLog::RunLog(std::string path, RunMeta meta, int64_t resume_step)
   if (r.has("scalars"))
     for (const auto& name : r.sub("scalars").children()) check_aligned(r.sub("scalars").sub(name), path_);
   if (r.has("collisions")) check_aligned(r.sub("collisions"), path_, {"orders"});
-  h5::Group t = r.sub("train");
-  train_.step = t.read<int64_t>("step");
-  train_.tokens = t.read<int64_t>("tokens");
-  train_.loss = t.read<double>("loss");
-  train_.lr = t.read<double>("lr");
-  train_.grad_norm = t.read<double>("grad_norm");
-  train_.tok_per_s = t.read<double>("tok_per_s");
-  train_.elapsed_s = t.read<double>("elapsed_s");
-  size_t n = rows_until<int64_t>(train_.step, resume_step);
-  truncate_after(train_.step, n), truncate_after(train_.tokens, n), truncate_after(train_.loss, n);
-  truncate_after(train_.lr, n), truncate_after(train_.grad_norm, n), truncate_after(train_.tok_per_s, n);
-  truncate_after(train_.elapsed_s, n);
-  h5::Group e = r.sub("eval");
-  eval_.step = e.read<int64_t>("step");
-  eval_.tokens = e.read<int64_t>("tokens");
-  eval_.loss = e.read<double>("loss");
-  n = rows_until<int64_t>(eval_.step, resume_step);
-  truncate_after(eval_.step, n), truncate_after(eval_.tokens, n), truncate_after(eval_.loss, n);
+  read_columns(r.sub("train"), train_, resume_step);
+  read_columns(r.sub("eval"), eval_, resume_step);
   if (r.has("scalars")) {
     h5::Group s = r.sub("scalars");
     for (const auto& name : s.children()) {
-      h5::Group g = s.sub(name);
-      Series ser{g.read<int64_t>("step"), g.read<double>("value")};
-      n = rows_until<int64_t>(ser.step, resume_step);
-      truncate_after(ser.step, n), truncate_after(ser.value, n);
+      Series ser;
+      read_columns(s.sub(name), ser, resume_step);
       // Names are stored with '/' replaced by ':' (HDF5 paths); restore them.
       std::string key = name;
       for (char& c : key)
@@ -131,28 +123,22 @@ RunLog::RunLog(std::string path, RunMeta meta, int64_t resume_step)
     const std::vector<int64_t> touched = c.read<int64_t>("touched_rows", &shape);
     if (shape.size() != 3 || shape[0] != step.size() || shape[1] != coll_orders_.size())
       throw IoError(str(path_, ":/collisions/touched_rows: shape does not match step and orders"));
-    const size_t R = step.size(), no = shape[1], K = shape[2], OK = no * K;
-    const auto lookups = c.read<int64_t>("lookups"), distinct = c.read<int64_t>("distinct"),
-               pairs = c.read<int64_t>("shared_pairs");
-    const auto page_mates = c.read<double>("page_mates"), lpr = c.read<double>("lookups_per_row"),
-               fs = c.read<double>("foreign_step"), fo = c.read<double>("foreign_owner"), co = c.read<double>("co_heads");
-    for (const size_t n : {lookups.size(), distinct.size(), page_mates.size()})
-      if (n != R * no) throw IoError(str(path_, ":/collisions: per-order datasets do not match step and orders"));
-    for (const size_t n : {pairs.size(), lpr.size(), fs.size(), fo.size(), co.size()})
-      if (n != R * OK) throw IoError(str(path_, ":/collisions: per-head datasets do not match touched_rows"));
-    for (size_t i = 0; i < R && step[i] <= resume_step; ++i) {
-      StepCollisionStats st;
-      st.n_orders = static_cast<int64_t>(no);
-      st.heads_per_order = static_cast<int64_t>(K);
-      auto slice = [](const auto& v, size_t a, size_t n) { return std::vector(v.begin() + a, v.begin() + a + n); };
-      st.lookups = slice(lookups, i * no, no), st.distinct = slice(distinct, i * no, no);
-      st.page_mates = slice(page_mates, i * no, no);
-      st.touched_rows = slice(touched, i * OK, OK), st.shared_pairs = slice(pairs, i * OK, OK);
-      st.lookups_per_row = slice(lpr, i * OK, OK), st.foreign_step = slice(fs, i * OK, OK);
-      st.foreign_owner = slice(fo, i * OK, OK), st.co_heads = slice(co, i * OK, OK);
-      coll_step_.push_back(step[i]);
-      coll_.push_back(std::move(st));
-    }
+    const size_t R = step.size(), no = shape[1], K = shape[2];
+    const size_t keep = rows_until(step, resume_step);
+    coll_.assign(keep, StepCollisionStats{});
+    for (StepCollisionStats& st : coll_) st.n_orders = static_cast<int64_t>(no), st.heads_per_order = static_cast<int64_t>(K);
+    StepCollisionStats::columns([&](const char* name, auto field, bool per_head) {
+      using T = typename std::remove_reference_t<decltype(coll_.front().*field)>::value_type;
+      const std::vector<T> all = c.read<T>(name);
+      const size_t per_row = per_head ? no * K : no;
+      if (all.size() != R * per_row)
+        throw IoError(str(path_, ":/collisions/", name, ": ", all.size(), " values, expected ", R * per_row, " (",
+                          per_head ? "per head" : "per order", ", ", R, " steps; hint: the log was edited or damaged)"));
+      for (size_t i = 0; i < keep; ++i)
+        coll_[i].*field = std::vector<T>(all.begin() + static_cast<std::ptrdiff_t>(i * per_row),
+                                         all.begin() + static_cast<std::ptrdiff_t>((i + 1) * per_row));
+    });
+    coll_step_.assign(step.begin(), step.begin() + static_cast<std::ptrdiff_t>(keep));
   }
   if (r.has_attr("started")) started_ = r.attr_string("started");
   // Provenance across resumes: "<revision>:<kernels>@<first step>" segments, one per build that wrote the log.
@@ -217,26 +203,14 @@ void RunLog::flush() {
     r.set_attr("revisions", revisions());
     r.set_attr("updated", iso_time_now());
     r.set_attr("status", status_);
-    h5::Group t = r.create("train");
-    t.write("step", train_.step);
-    t.write("tokens", train_.tokens);
-    t.write("loss", train_.loss);
-    t.write("lr", train_.lr);
-    t.write("grad_norm", train_.grad_norm);
-    t.write("tok_per_s", train_.tok_per_s);
-    t.write("elapsed_s", train_.elapsed_s);
-    h5::Group e = r.create("eval");
-    e.write("step", eval_.step);
-    e.write("tokens", eval_.tokens);
-    e.write("loss", eval_.loss);
+    write_columns(r.create("train"), train_);
+    write_columns(r.create("eval"), eval_);
     h5::Group s = r.create("scalars");
     for (const auto& [name, ser] : scalars_) {
       std::string key = name;
       for (char& c : key)
         if (c == '/') c = ':';
-      h5::Group g = s.create(key);
-      g.write("step", ser.step);
-      g.write("value", ser.value);
+      write_columns(s.create(key), ser);
     }
     if (!coll_.empty()) {
       const uint64_t R = coll_.size(), no = coll_orders_.size(), K = static_cast<uint64_t>(coll_.front().heads_per_order);
@@ -245,7 +219,7 @@ void RunLog::flush() {
       c.set_attr("heads_per_order", static_cast<int64_t>(K));
       c.write("step", coll_step_);
       c.write("orders", coll_orders_);
-      auto put = [&](const char* name, auto field, bool per_head) {
+      StepCollisionStats::columns([&](const char* name, auto field, bool per_head) {
         const uint64_t per_row = per_head ? no * K : no;
         using T = typename std::remove_reference_t<decltype(coll_.front().*field)>::value_type;
         std::vector<T> v;
@@ -254,16 +228,7 @@ void RunLog::flush() {
         PG_CHECK(v.size() == R * per_row, "collision statistics: ", name, " has ", v.size(), " values");
         if (per_head) c.write(name, std::span<const T>(v), {R, no, K});
         else c.write(name, std::span<const T>(v), {R, no});
-      };
-      put("lookups", &StepCollisionStats::lookups, false);
-      put("distinct", &StepCollisionStats::distinct, false);
-      put("page_mates", &StepCollisionStats::page_mates, false);
-      put("touched_rows", &StepCollisionStats::touched_rows, true);
-      put("lookups_per_row", &StepCollisionStats::lookups_per_row, true);
-      put("foreign_step", &StepCollisionStats::foreign_step, true);
-      put("foreign_owner", &StepCollisionStats::foreign_owner, true);
-      put("shared_pairs", &StepCollisionStats::shared_pairs, true);
-      put("co_heads", &StepCollisionStats::co_heads, true);
+      });
     }
     h5::Group sum = r.create("summary");
     for (const auto& [k, v] : summary_) sum.set_attr(k, v);

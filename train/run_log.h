@@ -46,17 +46,32 @@ class RunLog {
   const std::vector<double>& train_losses() const { return train_.loss; }
 
  private:
+  // Each group's per-step columns, listed once: columns(self, f) calls f(dataset name, column) in file order, and
+  // drives read, truncate and write (a column added to a struct and its list is logged and resumed).
   struct Train {
     std::vector<int64_t> step, tokens;
     std::vector<double> loss, lr, grad_norm, tok_per_s, elapsed_s;
+    template <class Self, class F>
+    static void columns(Self& s, F&& f) {
+      f("step", s.step), f("tokens", s.tokens), f("loss", s.loss), f("lr", s.lr), f("grad_norm", s.grad_norm);
+      f("tok_per_s", s.tok_per_s), f("elapsed_s", s.elapsed_s);
+    }
   } train_;
   struct Eval {
     std::vector<int64_t> step, tokens;
     std::vector<double> loss;
+    template <class Self, class F>
+    static void columns(Self& s, F&& f) {
+      f("step", s.step), f("tokens", s.tokens), f("loss", s.loss);
+    }
   } eval_;
   struct Series {
     std::vector<int64_t> step;
     std::vector<double> value;
+    template <class Self, class F>
+    static void columns(Self& s, F&& f) {
+      f("step", s.step), f("value", s.value);
+    }
   };
   std::map<std::string, Series> scalars_;
   std::map<std::string, double> summary_;
