@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <iostream>
@@ -13,6 +14,7 @@
 #include "core/build_info.h"
 #include "core/error.h"
 #include "core/kernels.h"
+#include "core/progress.h"
 #include "train/dist.h"
 
 namespace {
@@ -51,6 +53,11 @@ int main(int argc, char** argv) {
   } catch (const pg::UserError& e) {
     return fail(2, std::string("error: ") + e.what());
   }
+  // The libraries report progress and notes as lines (core/progress.h); the command line prints them on stderr.
+  pg::set_note_sink([](const std::string& line) {
+    std::fprintf(stderr, "%s\n", line.c_str());
+    std::fflush(stderr);
+  });
   CLI::App app{"pagegram: hashed n-gram memory tables (PageGram) research framework"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::function<std::string()>([] {

@@ -147,6 +147,12 @@ std::string json_escape(const std::string& s) {
   return o + "\"";
 }
 
+std::string fmt_fixed(double v, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.*f", digits, v);
+  return buf;
+}
+
 std::string fmt_duration(double s) {
   if (s < 0 || !std::isfinite(s)) return "?";
   char buf[32];

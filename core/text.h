@@ -28,6 +28,8 @@ std::string json_escape(const std::string& s);
 // `s` as one POSIX shell word, for commands shown in hints: unchanged when it holds only [A-Za-z0-9_./=:,@+%-] (and is
 // not empty), else in single quotes (a ' written as '\'').
 std::string shell_quote(const std::string& s);
+// `v` with `digits` digits after the point ("%.<digits>f"), for progress lines and notes.
+std::string fmt_fixed(double v, int digits);
 // "1h05m" / "3m07s" (rounded to the nearest second); "?" for a negative or non-finite value.
 std::string fmt_duration(double seconds);
 // "3.2B", "200M", "12.5K", "512" (4 significant digits) — for table headings, file names and progress lines.

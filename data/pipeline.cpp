@@ -15,11 +15,11 @@
 #include <cstring>
 #include <cstdlib>
 #include <filesystem>
-#include <iostream>
 #include <numeric>
 #include <sstream>
 
 #include "core/error.h"
+#include "core/progress.h"
 #include "core/text.h"
 #include "core/timer.h"
 #include "data/corpus_reader.h"
@@ -74,17 +74,17 @@ TokenizerPaths train_tokenizer_on(const DataConfig& cfg, const TokenizerConfig& 
   if (path_exists(p.model)) {
     p.model_hash = hash_file(p.model);
     p.cache_hit = true;
-    std::cerr << "[data] tokenizer " << p.key << ": cache hit (" << p.dir << ")\n";
+    Note() << "[data] tokenizer " << p.key << ": cache hit (" << p.dir << ")\n";
     return p;
   }
-  std::cerr << "[data] tokenizer " << p.key << ": training " << tcfg.model_type << " vocab " << tcfg.vocab_size
+  Note() << "[data] tokenizer " << p.key << ": training " << tcfg.model_type << " vocab " << tcfg.vocab_size
             << " on " << corpus.dir() << "\n";
   const std::string tmp = staging_path(p.dir);
   make_dirs(tmp);
   try {
     Timer ts;
     const TrainingSample sample = sample_training_lines(corpus, tcfg);
-    std::cerr << "[data] tokenizer: sampled " << format_count(sample.lines.size()) << " of "
+    Note() << "[data] tokenizer: sampled " << format_count(sample.lines.size()) << " of "
               << format_count(sample.eligible_lines) << " lines (" << fmt("%.1f", sample.bytes / 1e6) << " MB) in "
               << fmt("%.1f", ts.seconds()) << " s\n";
     Timer tt;
@@ -103,9 +103,9 @@ TokenizerPaths train_tokenizer_on(const DataConfig& cfg, const TokenizerConfig& 
     fs::remove_all(tmp, ec);
     throw;
   }
-  if (!publish_dir(tmp, p.dir)) std::cerr << "[data] tokenizer " << p.key << ": another process built it first\n";
+  if (!publish_dir(tmp, p.dir)) Note() << "[data] tokenizer " << p.key << ": another process built it first\n";
   p.model_hash = hash_file(p.model);
-  std::cerr << "[data] tokenizer " << p.key << ": trained in " << fmt("%.1f", t.seconds()) << " s (" << p.dir
+  Note() << "[data] tokenizer " << p.key << ": trained in " << fmt("%.1f", t.seconds()) << " s (" << p.dir
             << ")\n";
   return p;
 }
@@ -120,7 +120,7 @@ class EncodeProgress {
     last_ = s;
     const double rate = bytes_done / std::max(s, 1e-9);
     const double eta = rate > 0 ? (bytes_ - bytes_done) / rate : 0.0;
-    std::cerr << "[data] " << what_ << ": " << docs_done << "/" << docs_ << " docs, " << fmt("%.1f", bytes_done / 1e6)
+    Note() << "[data] " << what_ << ": " << docs_done << "/" << docs_ << " docs, " << fmt("%.1f", bytes_done / 1e6)
               << "/" << fmt("%.1f", bytes_ / 1e6) << " MB, " << fmt("%.1f", rate / 1e6) << " MB/s, ETA "
               << fmt("%.0f", eta) << " s\n";
   }
@@ -192,11 +192,11 @@ SplitSummary summary_of(const TokenStoreHeader& h) { return {h.n_docs, h.n_token
 
 void print_summary(const TokenizeSummary& s) {
   auto line = [](const char* name, const SplitSummary& x) {
-    std::cerr << "[data]   " << name << ": " << format_count(x.tokens) << " tokens (" << x.tokens << "), "
+    Note() << "[data]   " << name << ": " << format_count(x.tokens) << " tokens (" << x.tokens << "), "
               << x.docs << " docs, " << fmt("%.1f", x.text_bytes / 1e6) << " MB, "
               << fmt("%.3f", x.bytes_per_token()) << " bytes/token\n";
   };
-  std::cerr << "[data] token store " << s.store_dir << (s.cache_hit ? " (cache hit)" : "") << "\n";
+  Note() << "[data] token store " << s.store_dir << (s.cache_hit ? " (cache hit)" : "") << "\n";
   line("train  ", s.train);
   line("heldout", s.heldout);
 }
@@ -231,9 +231,11 @@ void build_corpus(const DataConfig& cfg, bool quick, const std::string& source_d
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
-  std::cerr << "[data] corpus: running";
-  for (const auto& a : args) std::cerr << " " << a;
-  std::cerr << "\n";
+  {
+    Note n;
+    n << "[data] corpus: running";
+    for (const auto& a : args) n << " " << a;
+  }
   pid_t pid;
   if (int rc = posix_spawnp(&pid, "bash", nullptr, nullptr, argv.data(), environ); rc != 0)
     throw IoError(str("cannot start bash for ", script, ": ", std::strerror(rc)));
@@ -245,9 +247,9 @@ void build_corpus(const DataConfig& cfg, bool quick, const std::string& source_d
                       "): ", script, " (hint: see its messages above; rerun `pagegram data corpus",
                       quick ? " --quick" : "", "` to resume)"));
   const std::string dir = (fs::path(cache) / (quick ? "corpus-quick" : "corpus")).string();
-  std::cerr << "[data] corpus: " << dir << " ready in " << fmt("%.1f", t.seconds()) << " s\n";
+  Note() << "[data] corpus: " << dir << " ready in " << fmt("%.1f", t.seconds()) << " s\n";
   if (cfg.corpus != (quick ? "corpus-quick" : "corpus"))
-    std::cerr << "[data] note: data.corpus is '" << cfg.corpus << "', not this corpus\n";
+    Note() << "[data] note: data.corpus is '" << cfg.corpus << "', not this corpus\n";
 }
 
 std::vector<std::string> remove_stale_staging(const DataConfig& cfg) {
@@ -261,7 +263,7 @@ std::vector<std::string> remove_stale_staging(const DataConfig& cfg) {
   std::vector<std::string> removed;
   for (const fs::path& d : dirs)
     for (std::string& p : remove_stale_temporaries(d.string())) {
-      std::cerr << "[data] removed " << p << " (left by a process that no longer runs)\n";
+      Note() << "[data] removed " << p << " (left by a process that no longer runs)\n";
       removed.push_back(std::move(p));
     }
   return removed;
@@ -323,10 +325,10 @@ TokenizeSummary tokenize(const DataConfig& cfg, const TokenizerConfig& tcfg, con
       sum.cache_hit = true;
       sum.seconds = t.seconds();
       print_summary(sum);
-      std::cerr << "[data] tokenize: cache hit, checked in " << fmt("%.1f", sum.seconds) << " s\n";
+      Note() << "[data] tokenize: cache hit, checked in " << fmt("%.1f", sum.seconds) << " s\n";
       return sum;
     } catch (const IoError& e) {
-      std::cerr << "[data] tokenize: cached store unusable, rebuilding: " << e.what() << "\n";
+      Note() << "[data] tokenize: cached store unusable, rebuilding: " << e.what() << "\n";
       remove_tree(sum.store_dir);
     }
   }
@@ -341,7 +343,7 @@ TokenizeSummary tokenize(const DataConfig& cfg, const TokenizerConfig& tcfg, con
   for (int64_t i = 0; i < n; ++i) order[is_heldout(h[i], cfg.heldout_fraction) ? 1 : 0].push_back(static_cast<uint32_t>(i));
   for (auto& o : order)
     std::sort(o.begin(), o.end(), [&](uint32_t a, uint32_t b) { return h[a] != h[b] ? h[a] < h[b] : a < b; });
-  std::cerr << "[data] tokenize: " << docs.size() << " documents (" << fmt("%.1f", corpus.total_bytes() / 1e6)
+  Note() << "[data] tokenize: " << docs.size() << " documents (" << fmt("%.1f", corpus.total_bytes() / 1e6)
             << " MB) -> train " << order[0].size() << ", heldout " << order[1].size() << " (fraction "
             << cfg.heldout_fraction << ", split_seed " << cfg.split_seed << "), " << omp_get_max_threads()
             << " threads\n";
@@ -393,13 +395,13 @@ TokenizeSummary tokenize(const DataConfig& cfg, const TokenizerConfig& tcfg, con
   // The corpus is mapped, not copied: a rebuild that replaces its files (rename) leaves this run consistent
   // with the manifest it started from, but the result then belongs to an outdated corpus. Say so.
   if (std::string now = read_corpus_manifest(corpus.dir(), corpus_hint(cfg)); corpus_identity(now) != corpus.manifest_hash())
-    std::cerr << "[data] warning: " << corpus.dir() << " was rebuilt while tokenizing; this store belongs to the "
+    Note() << "[data] warning: " << corpus.dir() << " was rebuilt while tokenizing; this store belongs to the "
               << "previous corpus (rerun `" << rebuild_command(config_path) << "`)\n";
-  if (!publish_dir(tmp, sum.store_dir)) std::cerr << "[data] tokenize: another process built the store first\n";
+  if (!publish_dir(tmp, sum.store_dir)) Note() << "[data] tokenize: another process built the store first\n";
   sum.seconds = t.seconds();
   print_summary(sum);
   const double mb = (sum.train.text_bytes + sum.heldout.text_bytes) / 1e6;
-  std::cerr << "[data] tokenize: encoded " << fmt("%.1f", mb) << " MB in " << fmt("%.1f", encode_seconds) << " s ("
+  Note() << "[data] tokenize: encoded " << fmt("%.1f", mb) << " MB in " << fmt("%.1f", encode_seconds) << " s ("
             << fmt("%.1f", mb / std::max(encode_seconds, 1e-9)) << " MB/s); stage done in " << fmt("%.1f", sum.seconds)
             << " s\n";
   return sum;
@@ -441,7 +443,7 @@ DataSet open_dataset(const DataConfig& cfg, const TokenizerConfig& tcfg, const s
     throw ConfigError(str("data.val_tokens = ", cfg.val_tokens, " exceeds the ", ds.heldout->n_tokens(),
                           " held-out tokens of ", ds.heldout->path(),
                           " (hint: lower data.val_tokens or raise data.heldout_fraction and re-tokenize)"));
-  std::cerr << "[data] dataset: train " << format_count(ds.train->n_tokens()) << " tokens, heldout "
+  Note() << "[data] dataset: train " << format_count(ds.train->n_tokens()) << " tokens, heldout "
             << format_count(ds.heldout->n_tokens()) << " (val " << format_count(ds.val_tokens) << ", test "
             << format_count(ds.heldout->n_tokens() - ds.val_tokens) << "), vocab " << ds.tokenizer->vocab_size()
             << ", opened in " << fmt("%.2f", t.seconds()) << " s\n";

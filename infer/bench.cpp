@@ -8,6 +8,7 @@
 #include <map>
 
 #include "core/error.h"
+#include "core/progress.h"
 #include "core/rng.h"
 #include "core/text.h"
 #include "core/threads.h"
@@ -140,7 +141,7 @@ GenBenchResult run_generate_bench(const GenBenchConfig& cfg) {
       row.spec = src;
       row.source = e.source() ? e.source()->describe() : std::string("no table");
       if (src == "ram") row.source = mem ? "ram (fp32)" : "none";
-      if (cfg.progress) std::fprintf(stderr, "bench generate: %s, %s\n", m.name.c_str(), row.source.c_str());
+      if (cfg.progress) Note() << "bench generate: " << m.name << ", " << row.source;
       const SamplingOptions so{1.0, 0, cfg.seed};  // full-vocabulary sampling: no repetition loops
       // Prefill of one session, then its decode, one token per step.
       e.reset_stats();

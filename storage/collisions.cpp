@@ -11,6 +11,8 @@
 
 #include "core/error.h"
 #include "core/h5.h"
+#include "core/progress.h"
+#include "core/text.h"
 #include "core/timer.h"
 #include "memory/hash.h"
 #include "memory/ngram.h"
@@ -108,9 +110,8 @@ LayoutCollisions measure_collisions(const MemoryLayout& layout, const EvalStream
       count[static_cast<size_t>(g)] =
           static_cast<uint32_t>((g + 1 < U ? first_of[static_cast<size_t>(g + 1)] : N) - first_of[static_cast<size_t>(g)]);
     if (progress)
-      std::fprintf(stderr, "  collisions %s: order %lld: %lld distinct n-grams in %lld positions (%.1f s)\n",
-                   out.label.c_str(), static_cast<long long>(n), static_cast<long long>(U), static_cast<long long>(N),
-                   t.seconds());
+      Note() << "  collisions " << out.label << ": order " << n << ": " << U << " distinct n-grams in " << N
+             << " positions (" << fmt_fixed(t.seconds(), 1) << " s)";
 
     // 2. Rows of each distinct n-gram (all orders are addressed; this order's K columns are kept), as dense
     //    per-head indices in [0, R_k).
@@ -271,8 +272,7 @@ LayoutCollisions measure_collisions(const MemoryLayout& layout, const EvalStream
     oc.exp_neighbours = static_cast<double>(U - 1) * q_any;
     out.orders.push_back(oc);
     if (progress)
-      std::fprintf(stderr, "  collisions %s: order %lld done (%.1f s)\n", out.label.c_str(), static_cast<long long>(n),
-                   t.seconds());
+      Note() << "  collisions " << out.label << ": order " << n << " done (" << fmt_fixed(t.seconds(), 1) << " s)";
   }
   out.seconds = total.seconds();
   return out;

@@ -9,6 +9,10 @@
 #   eval     includes core, data, memory, model, train, eval (held-out analyses of trained checkpoints)
 #   cli      includes anything; nothing includes cli
 #   bench, tests        include anything but cli
+# and the print rule (ARCHITECTURE.md): no library folder (all but cli, bench, tests) writes to stderr or stdout
+# itself; it reports through core/progress.h (Note, ProgressLine). Exceptions, each for a reason: the trainer's own
+# progress line (train/trainer.cpp, a terminal line rewritten in place) and the tokenizer's heartbeat while
+# sentencepiece has stderr redirected to its log (data/tokenizer.cpp).
 # cmake -DSRC_DIR=<repo> -P include_rule.cmake checks the repository (exit code 1 and one line per violation);
 # cmake -DSCRATCH=<dir> -P include_rule.cmake writes a scratch tree that breaks each rule once and checks that the
 # check reports exactly those violations.
@@ -56,6 +60,30 @@ function(pg_check_tree root out)
       endforeach()
     endforeach()
   endforeach()
+  # The print rule.
+  set(print_ok "train/trainer.cpp" "data/tokenizer.cpp")
+  foreach(folder ${PG_FOLDERS})
+    if(folder STREQUAL "cli")
+      continue()
+    endif()
+    file(GLOB_RECURSE files "${root}/${folder}/*.h" "${root}/${folder}/*.cpp" "${root}/${folder}/*.inc")
+    foreach(f ${files})
+      file(RELATIVE_PATH rel "${root}" "${f}")
+      list(FIND print_ok "${rel}" exempt)
+      if(exempt GREATER -1)
+        continue()
+      endif()
+      file(STRINGS "${f}" lines REGEX "std::cerr|std::cout|std::clog|[^n]printf\\(|fprintf\\((stderr|stdout)|puts\\(")
+      foreach(line ${lines})
+        if(line MATCHES "^[ \t]*//")
+          continue()  # a comment
+        endif()
+        string(STRIP "${line}" shown)
+        string(REPLACE ";" "," shown "${shown}")  # a CMake list separator
+        list(APPEND bad "${rel}: prints (${shown}) (a library reports through core/progress.h: Note() << ...)")
+      endforeach()
+    endforeach()
+  endforeach()
   set(${out} "${bad}" PARENT_SCOPE)
 endfunction()
 
@@ -81,6 +109,10 @@ if(DEFINED SCRATCH)
     file(WRITE "${SCRATCH}/${file}" "#include \"${inc}\"\n#include \"core/error.h\"\n#include <vector>\n")
     math(EXPR expected "${expected} + 1")
   endforeach()
+  # The print rule: one planted print in a library, none counted in cli/ or in a comment.
+  file(WRITE "${SCRATCH}/storage/prints.cpp" "#include <cstdio>\nvoid f() { std::fprintf(stderr, \"x\\n\"); }\n// std::cerr in a comment\n")
+  math(EXPR expected "${expected} + 1")
+  file(WRITE "${SCRATCH}/cli/prints.cpp" "#include <iostream>\nvoid g() { std::cerr << 1; }\n")
   file(WRITE "${SCRATCH}/cli/ok.cpp" "#include \"train/trainer.h\"\n#include \"storage/nf4.h\"\n#include \"sweep/spec.h\"\n")
   file(WRITE "${SCRATCH}/sweep/ok.cpp" "#include \"train/config.h\"\n#include \"sweep/spec.h\"\n")
   pg_check_tree("${SCRATCH}" bad)
