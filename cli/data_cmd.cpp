@@ -1,4 +1,4 @@
-// `pagegram data corpus|tokenizer|tokenize|info`: the data pipeline stages (SPEC §5, CORPUS.md).
+// `pagegram data corpus|tokenizer|tokenize|info`: the data pipeline stages (data/FORMATS.md, data/corpus/README.md).
 #include <cstdio>
 #include <iostream>
 

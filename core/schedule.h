@@ -1,4 +1,4 @@
-// The learning-rate schedule as plain data (SPEC §4): Warmup-Stable-Decay over a run's steps, times a multiple
+// The learning-rate schedule as plain data (docs/model.md §4): Warmup-Stable-Decay over a run's steps, times a multiple
 // (the memory table's lr_mult). Backbone AdamW and the table's row-wise optimizer read the same struct, so nothing
 // has to hand a callback across rooms; a checkpoint's config rebuilds it exactly.
 #pragma once

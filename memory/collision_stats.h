@@ -1,4 +1,4 @@
-// Collision statistics of a layout over a reference token stream (SPEC §6, report §6 / Table 3).
+// Collision statistics of a layout over a reference token stream (docs/model.md §6, report §6 / Table 3).
 // Definitions (per order n; "distinct n-grams" = distinct suffix n-grams of the stream, boundary-padded):
 //   occupancy      o(row) = distinct n-grams whose head-k row is `row`, over all rows head k can address;
 //                  mean and variance/mean averaged over heads (≈ 1.0 for ideal hashing).

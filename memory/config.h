@@ -1,4 +1,4 @@
-// MemoryConfig: the hashed n-gram memory table (SPEC §3) and its row-wise optimizer (SPEC §4).
+// MemoryConfig: the hashed n-gram memory table (docs/model.md §3) and its row-wise optimizer (docs/model.md §4).
 // One field list drives YAML parsing, dumping, equality and help; validate() does the cross-field checks.
 #pragma once
 #include <cstdint>

@@ -1,4 +1,4 @@
-// EngramLayout (SPEC §3): per order n and head k an independent hash into its own sub-table of prime size
+// EngramLayout (docs/model.md §3): per order n and head k an independent hash into its own sub-table of prime size
 // P_{n,k} (all distinct, ≈ target/(n_orders K r)): row_{n,k} = base_{n,k} + u_{n,k}(x) mod P_{n,k}.
 // Optional Engram-faithful hashing: compressed vocabulary, mix = XOR_i x'_{t-i} m_i (odd m_i), one mix per
 // order shared by its heads, consecutive primes above the target. Differences from Engram's released code: the

@@ -10,7 +10,7 @@
 
 namespace pg::memhash {
 
-// Stands in for every position before the start of the current document (SPEC §3, like Engram's pad id).
+// Stands in for every position before the start of the current document (docs/model.md §3, like Engram's pad id).
 // No token id can take this value (ids are < 2^32).
 inline constexpr uint64_t kBoundaryToken = ~0ULL;
 

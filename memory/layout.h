@@ -1,5 +1,5 @@
-// MemoryLayout: how a table's rows are addressed (SPEC §3) — geometry, n-gram -> rows + sign vectors,
-// parameter parity, and the 4 KiB block of each row in the NF4 file (SPEC §7) — plus the layout registry.
+// MemoryLayout: how a table's rows are addressed (docs/model.md §3) — geometry, n-gram -> rows + sign vectors,
+// parameter parity, and the 4 KiB block of each row in the NF4 file (docs/model.md §7) — plus the layout registry.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -66,12 +66,12 @@ class MemoryLayout {
   // bit j of word w set = lane 64w+j negated; unused lanes of the last word are 0. Thread-safe (const).
   virtual void address(const uint64_t* ctx, int64_t n, int64_t* rows, uint64_t* signs) const = 0;
 
-  // ---- Storage (SPEC §7): the 4 KiB block of a row of the NF4 file.
+  // ---- Storage (docs/model.md §7): the 4 KiB block of a row of the NF4 file.
   virtual BlockLocation block_of(int64_t row) const;
   virtual int64_t num_blocks() const;
   int64_t nf4_bytes_per_row() const { return nf4_row_bytes(width_); }
 
-  // ---- Parameter parity (SPEC §3).
+  // ---- Parameter parity (docs/model.md §3).
   int64_t target_params() const { return target_; }
   int64_t params() const { return rows_ * width_; }
   double parity_deviation() const { return static_cast<double>(params() - target_) / static_cast<double>(target_); }

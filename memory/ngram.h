@@ -1,4 +1,4 @@
-// N-gram contexts of a token stream with document boundaries (SPEC §3) and the batch address computation:
+// N-gram contexts of a token stream with document boundaries (docs/model.md §3) and the batch address computation:
 // the rows and sign vectors of position p are a pure function of (stream, document offsets, p), never of
 // where a training window starts.
 #pragma once

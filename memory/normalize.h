@@ -1,4 +1,4 @@
-// Engram's compressed vocabulary (SPEC §3, "Engram-faithful hashing"): token texts normalized by
+// Engram's compressed vocabulary (docs/model.md §3, "Engram-faithful hashing"): token texts normalized by
 // NFKC -> NFD -> strip accents -> lowercase -> collapse [ \t\r\n]+ to one space -> trim (a lone space kept),
 // and new ids given by first appearance. Tokens whose text holds U+FFFD keep their raw piece as key.
 //

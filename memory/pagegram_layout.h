@@ -1,4 +1,4 @@
-// PageGramLayout(S) (SPEC §3, report §3.1): per order a page p_n(x) = b_n(x) mod P_n (P_n prime), then a
+// PageGramLayout(S) (docs/model.md §3, report §3.1): per order a page p_n(x) = b_n(x) mod P_n (P_n prime), then a
 // slot per head: row_{n,k} = base_n + (p_n(x) K + k) S + (u_{n,k}(x) mod S). All K head rows of one order lie
 // in one page of K*S rows; in the NF4 file a page never straddles a 4 KiB block.
 #pragma once

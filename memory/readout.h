@@ -1,4 +1,4 @@
-// Readout and injection math of the memory (SPEC §3) as plain functions over row-major arrays: the W_V
+// Readout and injection math of the memory (docs/model.md §3) as plain functions over row-major arrays: the W_V
 // projection, the scalar gate x += g e, the Engram context gate (sigmoid and signed-sqrt forms), their
 // backward passes (which add into gradients), and the deterministic orthogonal init. T = float or double.
 // Shapes: N tokens, C model width, D readout width (n_orders*K*r; for the flat layout D = C, no projection).

@@ -1,4 +1,4 @@
-// RowwiseRmsOptimizer (SPEC §4, report §3.3): per table row one second-moment scalar v_r and the last step
+// RowwiseRmsOptimizer (docs/model.md §4, report §3.3): per table row one second-moment scalar v_r and the last step
 // it is current to; skipped steps are replayed lazily, so a sparse update equals a dense one (g = 0 rows).
 //
 // At step t (1-based) for a touched row with summed gradient g (width w):

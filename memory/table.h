@@ -35,7 +35,7 @@ struct TableStats {
 
 class MemoryTable {
  public:
-  // The table starts all zero (SPEC §3 initialization).
+  // The table starts all zero (docs/model.md §3 initialization).
   MemoryTable(std::unique_ptr<MemoryLayout> layout, RowwiseRmsSettings opt);
   const MemoryLayout& layout() const { return *layout_; }
   std::span<float> values() { return values_; }

@@ -1,4 +1,4 @@
-// ModelConfig: the backbone's shape (SPEC §2). One field list drives YAML parsing, dumping and equality.
+// ModelConfig: the backbone's shape (docs/model.md §2). One field list drives YAML parsing, dumping and equality.
 #pragma once
 #include <cstdint>
 

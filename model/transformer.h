@@ -1,4 +1,4 @@
-// The backbone Transformer (SPEC §2): pre-norm decoder with hand-written forward and backward passes.
+// The backbone Transformer (docs/model.md §2): pre-norm decoder with hand-written forward and backward passes.
 // Owns one contiguous parameter buffer, one gradient buffer and one activation arena, all allocated once.
 //
 //   x = tok_emb[w]                                   (no positional embedding: RoPE in attention)

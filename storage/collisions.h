@@ -1,4 +1,4 @@
-// Collision statistics of a layout over a token stream (SPEC §6, report §6, Table 3), per order and head, with the
+// Collision statistics of a layout over a token stream (docs/model.md §6, report §6, Table 3), per order and head, with the
 // analytic expectation beside every number, and the per-token address dump behind `pagegram addresses`.
 // Exact and parallel (sort-based distinct n-grams, counting-sort row groups, pair enumeration inside groups),
 // sized for the report's 200M tables over tens of millions of tokens. memory/collision_stats.h is the small

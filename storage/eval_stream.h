@@ -15,7 +15,7 @@ namespace pg {
 
 // Positions [first, ids.size()) are the stream; the ids before `first` (at most max_order - 1 of them, from the
 // same store) only complete the n-grams of the first positions, so an n-gram never depends on where the
-// stream was cut (SPEC §3). doc_starts: sorted document starts relative to ids (document_start() rule).
+// stream was cut (docs/model.md §3). doc_starts: sorted document starts relative to ids (document_start() rule).
 struct EvalStream {
   std::vector<uint32_t> ids;
   std::vector<uint64_t> doc_starts;
@@ -42,7 +42,7 @@ SplitStream stream_from_split(const data::DataSet& ds, const std::string& split,
 // OpenMP-parallel over chunks (compute_addresses); identical for any thread count.
 void stream_rows(const MemoryLayout& layout, const EvalStream& s, int64_t i0, int64_t i1, int64_t* rows);
 
-// The distinct 4 KiB blocks each position of [i0, i1) reads (SPEC §7): every head's row, a unit spanning
+// The distinct 4 KiB blocks each position of [i0, i1) reads (docs/model.md §7): every head's row, a unit spanning
 // several blocks contributing all of them, duplicates within a position dropped (a token reads a block once),
 // kept in head order of first appearance. Appends the blocks to `blocks` and, per position, the running end
 // offset into `blocks` to `ends` (when not null). Block ids must fit in uint32 (checked).

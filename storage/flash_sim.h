@@ -1,4 +1,4 @@
-// FlashCacheSimulator: an exact LRU page cache over 4 KiB block ids (SPEC §7, report §8, Table 6, Fig. 4a), and
+// FlashCacheSimulator: an exact LRU page cache over 4 KiB block ids (docs/model.md §7, report §8, Table 6, Fig. 4a), and
 // the sweep behind `pagegram flashsim`: flash reads per token per (layout, table size, cache size).
 #pragma once
 #include <cstdint>

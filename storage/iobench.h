@@ -1,4 +1,4 @@
-// Device benchmark behind `pagegram iobench` (SPEC §7, report §8.1, Table 6 / Fig. 4b): table lookups driven by a
+// Device benchmark behind `pagegram iobench` (docs/model.md §7, report §8.1, Table 6 / Fig. 4b): table lookups driven by a
 // token stream as O_DIRECT 4 KiB reads of a real table file through io_uring, with N reads in flight.
 #pragma once
 #include <cstdint>

@@ -1,4 +1,4 @@
-// NF4 quantization of table rows (SPEC §7, report §3.3; QLoRA's 4-bit NormalFloat): each group of 64 values is
+// NF4 quantization of table rows (docs/model.md §7, report §3.3; QLoRA's 4-bit NormalFloat): each group of 64 values is
 // 64 4-bit indices into the standard 16-level code book plus one fp16 absmax scale = 34 bytes.
 //
 // Group byte layout (storage/FORMATS.md): bytes [0, 2) the scale s as IEEE binary16, little-endian; bytes [2, 34) the

@@ -1,4 +1,4 @@
-// The page-aligned table file (.pgt, SPEC §7, storage/FORMATS.md): a header block, the layout identity, one
+// The page-aligned table file (.pgt, docs/model.md §7, storage/FORMATS.md): a header block, the layout identity, one
 // checksum per 4 KiB data block, then the data blocks where every row sits where the table's placement puts it
 // (MemoryLayout::block_of for NF4, the same rule with the format's row size otherwise: a PageGram page never
 // straddles a block). Rows are quantized as NF4 (storage/nf4.h, the default; version 1 files) or MXFP8

@@ -10,7 +10,7 @@
 //           no liburing, or with PAGEGRAM_DIRECT_IO=pread, the same blocks are read by blocking pread one at a
 //           time (describe() says which and why); PAGEGRAM_DIRECT_IO=uring makes a missing io_uring an error.
 //
-// Reads are accounted as the flash simulator counts them (storage/flash_sim.h, SPEC §7): each position's rows map
+// Reads are accounted as the flash simulator counts them (storage/flash_sim.h, docs/model.md §7): each position's rows map
 // to 4 KiB blocks (MemoryLayout::block_of; a unit spanning several blocks contributes all), duplicates within a
 // position dropped, in head order of first appearance; these accesses run through the LRU in order. Blocks needed
 // twice within one fetch (several positions of a prefill, several sessions of a batch) are read once. A corrupt

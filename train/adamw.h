@@ -1,4 +1,4 @@
-// AdamW over named parameter views (decay on matrices only) and its deterministic global grad norm (SPEC §4);
+// AdamW over named parameter views (decay on matrices only) and its deterministic global grad norm (docs/model.md §4);
 // the learning rate comes from core/schedule.h.
 #pragma once
 #include <cmath>

@@ -1,4 +1,4 @@
-// TrainConfig: optimizer, schedule, batch, evaluation and checkpoint settings (SPEC §4), and
+// TrainConfig: optimizer, schedule, batch, evaluation and checkpoint settings (docs/model.md §4), and
 // ExperimentConfig, the whole resolved config of one run (data, tokenizer, model, memory, train).
 #pragma once
 #include <cstdint>

@@ -35,7 +35,7 @@ MemoryInjector::MemoryInjector(const MemoryConfig& cfg, int64_t d_model, int64_t
   }
   params_.assign(off, 0.0f);
   grads_.assign(off, 0.0f);
-  // SPEC §3: W_V orthogonal with gain sqrt(2d / (2Kr)) — generalized to sqrt(2d / D), D = n_orders K r;
+  // docs/model.md §3: W_V orthogonal with gain sqrt(2d / (2Kr)) — generalized to sqrt(2d / D), D = n_orders K r;
   // W_K likewise (gain 1 for the flat layout, whose W_K is d x d); stream independent of the backbone's.
   const RngStream init(seed, "memory.init");
   const double gain = std::sqrt(2.0 * static_cast<double>(C_) / static_cast<double>(D_));

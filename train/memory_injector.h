@@ -1,4 +1,4 @@
-// MemoryInjector: the n-gram memory as a ResidualInjector of the Transformer (SPEC §3): it owns the layout's
+// MemoryInjector: the n-gram memory as a ResidualInjector of the Transformer (docs/model.md §3): it owns the layout's
 // table (+ row-wise optimizer) and the dense memory parameters (W_V, W_K, gates, gate norms) with gradients.
 //
 // Per micro-batch:  prepare(store tokens, doc offsets, window starts, T)  -> addresses + e_t, once

@@ -46,7 +46,7 @@ std::vector<ParamView> backbone_views(Transformer& model) {
 }
 
 namespace {
-// Computes the memory's addresses and e_t for windows starting at `starts` in `store` (SPEC §3: n-grams are a
+// Computes the memory's addresses and e_t for windows starting at `starts` in `store` (docs/model.md §3: n-grams are a
 // function of the store position, never of the window start).
 void prepare_memory(MemoryInjector& mem, const data::TokenStore& store, const std::vector<int64_t>& starts,
                     int64_t T) {

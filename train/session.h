@@ -64,7 +64,7 @@ class Session {
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
 
-  // One optimizer step (SPEC §4) on windows drawn by `sampler` from `store`: forward/backward over
+  // One optimizer step (docs/model.md §4) on windows drawn by `sampler` from `store`: forward/backward over
   // train.accum_steps() micro-batches, each into zeroed gradients, summed in the fixed tree of train/grad_tree.h
   // (with ranks: this rank's contiguous block, then the exchanges), global-norm clip, AdamW at
   // schedule().lr(step + 1), the table's row-wise update; then state().step, tokens and sampler_counter advance.

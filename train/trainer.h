@@ -1,4 +1,4 @@
-// The training run (SPEC §4) read top to bottom: a Session (train/session.h) takes the steps; this file adds the
+// The training run (docs/model.md §4) read top to bottom: a Session (train/session.h) takes the steps; this file adds the
 // run directory (lock, resume checks), the log, evaluation cadence, divergence rule and checkpoints.
 #pragma once
 #include <cstdint>

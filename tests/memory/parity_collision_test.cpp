@@ -1,5 +1,5 @@
-// Parameter parity across layouts (SPEC §3, incl. the report's 200M numbers), PageGram page/block placement,
-// and collision statistics on random n-grams (SPEC §6): S = 1 shares every head, cross-head sharing
+// Parameter parity across layouts (docs/model.md §3, incl. the report's 200M numbers), PageGram page/block placement,
+// and collision statistics on random n-grams (docs/model.md §6): S = 1 shares every head, cross-head sharing
 // ≈ (K-1)/S, occupancy variance/mean ≈ 1, neighbours PageGram(4) ≈ 0.45 x Engram-style.
 #include <gtest/gtest.h>
 

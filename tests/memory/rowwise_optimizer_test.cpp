@@ -1,4 +1,4 @@
-// RowwiseRmsOptimizer (SPEC §4): the sparse update with replayed decay equals a dense update of every row at
+// RowwiseRmsOptimizer (docs/model.md §4): the sparse update with replayed decay equals a dense update of every row at
 // every step (untouched rows get g = 0), over many steps with rows skipped for long stretches.
 #include "memory/rowwise_optimizer.h"
 
@@ -11,7 +11,7 @@
 namespace pg {
 namespace {
 
-// The dense reference: every row, every step, the SPEC §4 formula in the same precision as the optimizer.
+// The dense reference: every row, every step, the docs/model.md §4 formula in the same precision as the optimizer.
 struct DenseReference {
   int64_t rows, width;
   RowwiseRmsSettings s;

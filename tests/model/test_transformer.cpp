@@ -136,7 +136,7 @@ TEST(ModelTransformer, FloatMatchesDoubleAndLooseFd) {
 }
 
 TEST(ModelTransformer, ParamLayoutAndFlops) {
-  ModelConfig c;  // the paper shape: 61.0M parameters, 10.6M inside blocks (SPEC §2)
+  ModelConfig c;  // the paper shape: 61.0M parameters, 10.6M inside blocks (docs/model.md §2)
   EXPECT_EQ(Transformer::count_params(c), 2 * 65536 * 384 + 6 * (2 * 384 + 12 * 384 * 384) + 384);
   EXPECT_NEAR(Transformer::count_params(c) / 1e6, 61.0, 0.1);
   EXPECT_NEAR(Transformer::flops_per_token(c) / 1e6, 243.0, 1.0);  // PERFORMANCE.md shape A

@@ -1,4 +1,4 @@
-// Tests of storage/collisions.h on synthetic streams (SPEC §9: occupancy variance/mean ≈ 1, empirical cross-head
+// Tests of storage/collisions.h on synthetic streams (occupancy variance/mean ≈ 1, empirical cross-head
 // sharing ≈ (K−1)/S, S=1 ⇒ colliding n-grams share all heads), against memory/collision_stats.h, and the
 // address dump.
 #include <gtest/gtest.h>

@@ -1,5 +1,5 @@
 // Tests of storage/eval_stream.h: a stream cut from a token store gives every position the same rows as the whole
-// store (n-grams never depend on where the stream starts, SPEC §3), with document boundaries respected.
+// store (n-grams never depend on where the stream starts, docs/model.md §3), with document boundaries respected.
 #include <gtest/gtest.h>
 #include <unistd.h>
 

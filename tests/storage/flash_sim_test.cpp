@@ -1,4 +1,4 @@
-// Tests of storage/flash_sim.h: the LRU simulator against a brute-force reference (SPEC §9 "LRU simulator =
+// Tests of storage/flash_sim.h: the LRU simulator against a brute-force reference ("LRU simulator =
 // brute-force reference"), per-token block streams of each layout, and the sweep.
 #include <gtest/gtest.h>
 

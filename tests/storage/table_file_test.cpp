@@ -1,4 +1,4 @@
-// Tests of storage/nf4.h and storage/table_file.h (SPEC §9: NF4 zero-row fidelity and error bound; corrupt or truncated
+// Tests of storage/nf4.h and storage/table_file.h (NF4 zero-row fidelity and error bound; corrupt or truncated
 // files are refused with a clear error).
 #include <gtest/gtest.h>
 #include <unistd.h>
