@@ -38,7 +38,7 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
 }
 
 // The CPU's own instructions, called only after the test checked cpuid. The namespace's name puts them among the
-// functions scripts/check_isa_confinement.sh allows to hold AVX-512 code.
+// functions tests/check_isa_confinement.sh allows to hold AVX-512 code.
 namespace cpu_avx512bf16_impl {
 __attribute__((target("avx512f,avx512bf16"))) float vdpbf16ps(float acc, uint32_t a, uint32_t b) {
   const __m512 c = _mm512_dpbf16_ps(_mm512_set1_ps(acc), (__m512bh)_mm512_set1_epi32(static_cast<int>(a)),

@@ -1,4 +1,4 @@
-// Issue 15 regression tests for core: config files and --set values that used to crash or be silently
+// Regression tests for core: config files and --set values that used to crash or be silently
 // accepted, and HDF5 writes that fail (file size limit = a full disk) without losing the previous file.
 #include <gtest/gtest.h>
 #include <signal.h>

@@ -332,7 +332,7 @@ TEST(Pipeline, ConfigRoundTripsThroughYaml) {
   EXPECT_THROW(cfg::from_yaml<DataConfig>(YAML::Load("heldout_fraction: 1.5"), "x"), ConfigError);
 }
 
-// Issue 15 (D9): staging temporaries of the data cache whose process is gone (a `data tokenize` killed while it
+// Staging temporaries of the data cache whose process is gone (a `data tokenize` killed while it
 // trained a tokenizer or encoded a store) are removed the next time the pipeline runs: train_tokenizer, tokenize
 // (a cache hit too) and open_dataset. A live process's temporaries stay, and so do names that carry no pid.
 TEST(Pipeline, StaleStagingTemporariesOfDeadProcessesAreRemoved) {

@@ -2,7 +2,7 @@
 # Data-parallel training over real MPI (ctest `mpi_train`, in the default suite when CMake found MPI and mpirun):
 # configs/tiny.yaml on the fixture corpus, 8 steps, for memory.layout none, flat, engram and pagegram, trained by
 # one plain process and by `mpirun -np 2` and `-np 4` (--oversubscribe: 2 cores here); checkpoint.h5 and log.h5
-# must be identical (scripts/compare_runs.py: every dataset byte for byte; timing columns, thread and rank
+# must be identical (tools/compare_runs.py: every dataset byte for byte; timing columns, thread and rank
 # attributes aside). Then: a run stopped after 3 steps with 2 ranks and resumed with 1 (and one stopped with 1
 # and resumed with 4) equals the unbroken run; 3 ranks are refused with one line; an error on one rank only
 # (its corpus is missing) ends every rank instead of leaving the others waiting.
@@ -45,7 +45,7 @@ train() {  # NAME RANKS [extra args...]: one plain process for RANKS=1, else mpi
 }
 same() {  # A B: bit-identical checkpoint and log
   local out
-  out=$(/usr/bin/python3 "$SRC/scripts/compare_runs.py" "$WORK/$1" "$WORK/$2" 2>&1) || { echo "$out"; fail "$1 and $2 differ"; }
+  out=$(/usr/bin/python3 "$SRC/tools/compare_runs.py" "$WORK/$1" "$WORK/$2" 2>&1) || { echo "$out"; fail "$1 and $2 differ"; }
   say "$1 = $2: $(echo "$out" | tr '\n' ' ')"
 }
 

@@ -4,7 +4,7 @@
 # set-up as tests/slurm/slurm_integration.sh), then `sbatch --wait -n 2` of a job whose step is
 # `srun --mpi=pmix pagegram train` of configs/tiny.yaml (pagegram layout, fixture corpus): 2 MPI ranks wired by
 # Slurm's PMIx plugin, as on a multi-node cluster (one task per node there). Its checkpoint.h5 and log.h5 must
-# equal a 1-process run's bit for bit (scripts/compare_runs.py). Then the same with `mpirun` inside an sbatch
+# equal a 1-process run's bit for bit (tools/compare_runs.py). Then the same with `mpirun` inside an sbatch
 # allocation of 2 tasks (Open MPI reads the allocation from Slurm). The daemons are stopped on exit.
 # Usage: tests/slurm/slurm_mpi.sh [PAGEGRAM_BINARY]   (default: build/pagegram of this checkout)
 # PG_SLURM_KEEP=1 keeps the temp dir (it is always kept, and named, when the test fails).
@@ -67,7 +67,7 @@ JOB
 
 compare() {  # NAME
   local out
-  out=$(/usr/bin/python3 "$SRC/scripts/compare_runs.py" "$R/single" "$R/$1" 2>&1) || { echo "$out"; fail "$1 differs from the 1-process run"; }
+  out=$(/usr/bin/python3 "$SRC/tools/compare_runs.py" "$R/single" "$R/$1" 2>&1) || { echo "$out"; fail "$1 differs from the 1-process run"; }
   say "single = $1: $(echo "$out" | tr '\n' ' ')"
 }
 for job in srun mpirun; do

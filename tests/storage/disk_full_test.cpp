@@ -1,4 +1,4 @@
-// Issue 15: a full disk while writing a table file, a token store, a checkpoint or a text file (run config, sweep
+// A full disk while writing a table file, a token store, a checkpoint or a text file (run config, sweep
 // record) is one ResourceError naming the file (exit code 4 from the command line); the
 // previous file is kept (or none is left that looks complete) and no temporary stays behind. A full disk is a file
 // size limit (RLIMIT_FSIZE) in a child process: writes past it fail with EFBIG, as they would with ENOSPC.

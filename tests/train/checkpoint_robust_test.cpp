@@ -1,4 +1,4 @@
-// Issue 15: checkpoints that are damaged or edited are refused with one line naming the file and what is wrong
+// Checkpoints that are damaged or edited are refused with one line naming the file and what is wrong
 // (non-finite tensors, attributes out of range, flipped bytes in small datasets), never resumed from.
 #include <gtest/gtest.h>
 #include <hdf5.h>
@@ -160,7 +160,7 @@ TEST_F(CheckpointRobustness, TheLogKeepsTheRevisionOfEveryBuildThatWroteIt) {
   EXPECT_EQ(h5::File::open(log).root().attr_string("revisions"), "0123456789ab:avx2@1 " + mine + "@3");
 }
 
-// Issue 14/15: `pagegram eval` crashed (internal check "no learning-rate schedule set") on any checkpoint trained
+// `pagegram eval` crashed (internal check "no learning-rate schedule set") on any checkpoint trained
 // with memory.weight_decay > 0; the eval path now loads through load_trained_model.
 TEST_F(CheckpointRobustness, EvalLoadsACheckpointTrainedWithTableWeightDecay) {
   ExperimentConfig c = cfg_;
@@ -186,7 +186,7 @@ TEST_F(CheckpointRobustness, EvalLoadsACheckpointTrainedWithTableWeightDecay) {
 
 namespace pg {
 namespace {
-// Issue 15: a held-out token store copied over the train store (or the reverse) is refused by its header's split.
+// A held-out token store copied over the train store (or the reverse) is refused by its header's split.
 TEST_F(CheckpointRobustness, ATokenStoreOfTheOtherSplitIsRefused) {
   const data::TokenizeSummary t = data::tokenize(cfg_.data, cfg_.tokenizer);
   const std::string backup = t.train_path + ".orig";
@@ -207,7 +207,7 @@ TEST_F(CheckpointRobustness, ATokenStoreOfTheOtherSplitIsRefused) {
 
 namespace pg {
 namespace {
-// Issue 15: a model too big for this machine is refused from its config before anything is allocated (it used to
+// A model too big for this machine is refused from its config before anything is allocated (it used to
 // try to allocate 1.6 TB and end in an internal check).
 TEST_F(CheckpointRobustness, AModelTooBigForMemoryIsRefusedBeforeAllocating) {
   ExperimentConfig c = cfg_;
@@ -234,7 +234,7 @@ TEST_F(CheckpointRobustness, AModelTooBigForMemoryIsRefusedBeforeAllocating) {
 
 namespace pg {
 namespace {
-// Issue 15: a run whose loss explodes (train.lr = 10) stops as diverged (it used to end "finished", exit 0).
+// A run whose loss explodes (train.lr = 10) stops as diverged (it used to end "finished", exit 0).
 TEST_F(CheckpointRobustness, ARunWhoseLossExplodesStopsAsDiverged) {
   ExperimentConfig c = cfg_;
   c.train.lr = 10.0;
@@ -267,7 +267,7 @@ TEST_F(CheckpointRobustness, AnEmptyOutDirIsRefused) {
 
 namespace pg {
 namespace {
-// Issue 15 (D7): on --resume, a log whose per-step arrays do not all have the length of their step array (/train,
+// On --resume, a log whose per-step arrays do not all have the length of their step array (/train,
 // /eval, /scalars/*, /collisions) is refused with one line naming the file, the dataset and both lengths; the log
 // is left as it was (it used to be truncated to the shortest array and written back misaligned, exit 0).
 TEST_F(CheckpointRobustness, ALogWhoseArraysDisagreeWithTheirStepsIsRefused) {

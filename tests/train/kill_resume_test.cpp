@@ -1,4 +1,4 @@
-// Issue 15: a run killed (SIGKILL) at random instants and resumed until it finishes leaves the same checkpoint and
+// A run killed (SIGKILL) at random instants and resumed until it finishes leaves the same checkpoint and
 // the same log as an uninterrupted run (timings aside), bit for bit; a second process on the same run directory
 // is refused while the first holds it.
 #include <gtest/gtest.h>

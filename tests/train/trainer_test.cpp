@@ -251,7 +251,7 @@ TEST_F(TrainerTest, NoValidationWindowIsRefusedBeforeTraining) {
     EXPECT_NE(std::string(e.what()).find("holds no validation window"), std::string::npos) << e.what();
   }
   EXPECT_FALSE(fs::exists(dir_ / "noval" / "log.h5"));  // nothing that looks like a finished run
-  // and at config time, before any data is opened: val_tokens 0 (issue 41's case) and one token short
+  // and at config time, before any data is opened: val_tokens 0 and one token short
   for (const char* v : {"data.val_tokens=0", "data.val_tokens=64"}) {
     try {
       load_experiment(PG_SOURCE_DIR "/configs/tiny.yaml", {"tokenizer.vocab_size=1024", "model.vocab=1024", v,

@@ -4,7 +4,7 @@
 # qemu-user runs the test binaries of BUILD_DIR (default build/) with the CPU model Haswell: AVX2, FMA, BMI2, no
 # AVX-512. cpuid there says no AVX-512, so the kernels are chosen as on a real AVX2-only machine (no PAGEGRAM_ISA),
 # and an AVX-512 instruction on any path the suite runs in its own process stops the test with SIGILL. This is the run-time half of
-# the check; scripts/check_isa_confinement.sh is the static half (every AVX-512 instruction of the binaries lies in
+# the check; tests/check_isa_confinement.sh is the static half (every AVX-512 instruction of the binaries lies in
 # the kernel files). Child processes a test starts (the `pagegram` CLI in the export, disk-full, kill/resume and
 # sweep tests) run natively: qemu-user does not follow exec; that binary is covered by the static check and by the
 # in-process tests of the same code. QEMU's TCG implements AVX2 and FMA in software since QEMU 7.2 (Debian 12's;

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Bit-for-bit comparison of two runs' checkpoint.h5 and log.h5 (a refactor must leave both unchanged).
 
-    scripts/compare_runs.py RUN_DIR_A RUN_DIR_B
+    tools/compare_runs.py RUN_DIR_A RUN_DIR_B
 
 Every dataset of both files is compared byte for byte, except the timing columns (train/elapsed_s,
 train/tok_per_s); file attributes are compared except those naming the build or the time (revision, kernels, cpu,

@@ -4,7 +4,7 @@
 # per rank; the exchange's share of step time (measured on rank 0: time inside the tree exchanges, waiting for
 # the partner included) and the bytes each rank sends per step. Then, on paper, the efficiency at 8 and 32
 # nodes on 10 GbE and 100 Gb/s from the measured numbers (model printed with the table).
-# Usage: scripts/bench_mpi.sh [--steps N] [--set key=value ...] [CONFIG ...]
+# Usage: bench/bench_mpi.sh [--steps N] [--set key=value ...] [CONFIG ...]
 #   default configs: configs/shape_b.yaml configs/b/pagegram_s4.yaml; 4 timed steps (+1 warm-up) per run. --set applies
 #   to every run (e.g. shape A with a smaller global batch: --steps 1 --set train.tokens_per_step=16384); the paper
 #   estimate always uses the config's own train.tokens_per_step. Writes bench_mpi.txt (and the raw outputs in

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Lines per room (folder) and the largest function of each room, for the house's closing figures.
 
-    scripts/room_stats.py [REPO_DIR]
+    tools/room_stats.py [REPO_DIR]
 
 Counts lines of .h/.cpp/.inc files per top-level folder. Functions are found by a brace-depth heuristic: a '{' that
 opens depth 1 inside a namespace-or-file scope on a line (or the line before) holding a '(' starts a function, which

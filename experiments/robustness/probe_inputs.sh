@@ -6,13 +6,13 @@
 # Cases the command line cannot show in seconds (disk full in every writer, kills at random instants, fuzzing,
 # sanitizers) get a row naming their test, run from build/tests when it takes under 30 s.
 #
-# Usage: bash scripts/probe_inputs.sh [--slow]        (after `bash scripts/setup.sh`; about 1-2 min on 2 cores)
+# Usage: bash experiments/robustness/probe_inputs.sh [--slow]        (after `bash scripts/setup.sh`; about 1-2 min on 2 cores)
 #   --slow  also runs the tests that take longer than 30 s (KillResume.RandomKills..., about 45 s)
 # Data: configs/tiny.yaml on the fixture corpus (tests/fixtures/corpus) with a 1,024-piece tokenizer, the route
 # of the tests (tests/test_util.h tiny_fixture_sets), all in a temporary folder under ${TMPDIR:-/tmp} that is
 # removed at exit. Exit code: 0 when every case behaves as expected, 1 when one does not, 2 on a usage error.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 ROOT=$PWD
 BIN=$ROOT/build/pagegram
 TESTS=$ROOT/build/tests

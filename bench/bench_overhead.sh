@@ -4,7 +4,7 @@
 # round, so the variants of a round run seconds apart and the slow phases of a shared VM hit them alike.
 # Reported per variant: tok/s (median, min-max), the overhead against the first variant as the median (min-max) of
 # the per-round overheads, and the memory's own work as a share of its step time (phase timers), then the phases.
-# Usage: scripts/bench_overhead.sh [--shape A|B] [--rounds R] [--warmup W] [--memory none,flat,engram,pagegram_s4]
+# Usage: bench/bench_overhead.sh [--shape A|B] [--rounds R] [--warmup W] [--memory none,flat,engram,pagegram_s4]
 #   presets: configs/a/<v>.yaml (200M-param tables), configs/b/<v>.yaml (10M); same step sizes as bench_vs_torch.sh.
 # Needs a quiet machine for tight figures (a sweep or a build beside it shifts every number); timings are
 # reported, never asserted.

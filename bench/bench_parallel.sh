@@ -2,7 +2,7 @@
 # Sweep throughput on this machine: one run with 2 threads vs two 1-thread runs at once (what `sweep run --parallel 2`
 # does on 2 cores), steady state (`pagegram bench train` on the corpus: no evaluation, checkpoint or log), per layout
 # and precision. The machine must be otherwise idle (stop sweeps first); timings are reported, not asserted.
-# Usage: scripts/bench_parallel.sh [--config configs/regime.yaml] [--steps 8] [--layouts flat,engram,pagegram_s4]
+# Usage: bench/bench_parallel.sh [--config configs/regime.yaml] [--steps 8] [--layouts flat,engram,pagegram_s4]
 #                                  [--precisions fp32,bf16]
 # Prints a Markdown table: tok/s of 1 thread alone, of 2 threads, of each of two 1-thread runs pinned to CPUs 0 and 1,
 # and the pair's sum over the 2-thread figure (> 1: two runs at a time finish a sweep sooner).

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Trains the same presets with two pagegram binaries and compares their checkpoints and logs bit for bit
-# (scripts/compare_runs.py): the proof that a refactor left results unchanged.
+# (tools/compare_runs.py): the proof that a refactor left results unchanged.
 #
-#   scripts/compare_revisions.sh OLD_BINARY NEW_BINARY [OUT_DIR]
+#   tools/compare_revisions.sh OLD_BINARY NEW_BINARY [OUT_DIR]
 #
 # Presets: configs/tiny.yaml on the fixture corpus with memory.layout none / flat / engram / pagegram (full runs, 64 steps) and
 # the same in bf16 (flat / engram / pagegram), and configs/regime.yaml with PageGram S=4 (fp32) and Engram-style (bf16)
@@ -20,7 +20,7 @@ run() {  # name, extra args...
       { echo "$name: $which binary failed (see $out/$which.$name.out)"; return 1; }
   done
   echo "== $name"
-  /usr/bin/python3 scripts/compare_runs.py "$out/old/$name" "$out/new/$name" || status=1
+  /usr/bin/python3 tools/compare_runs.py "$out/old/$name" "$out/new/$name" || status=1
 }
 # configs/tiny.yaml on the fixture corpus, as the tests run it (tests/test_util.h tiny_fixture_sets)
 tiny=(--config configs/tiny.yaml --set data.corpus="$PWD/tests/fixtures/corpus" --set data.cache_dir="$out/cache"
