@@ -5,6 +5,7 @@
 # Reported per variant: tok/s (median, min-max), the overhead against the first variant as the median (min-max) of
 # the per-round overheads, and the memory's own work as a share of its step time (phase timers), then the phases.
 # Usage: bench/bench_overhead.sh [--shape A|B] [--rounds R] [--warmup W] [--memory none,flat,engram,pagegram_s4]
+#                                [--precision fp32|bf16]   (PAGEGRAM=<binary> measures that build as it is)
 #   presets: configs/a/<v>.yaml (200M-param tables), configs/b/<v>.yaml (10M); same step sizes as bench_vs_torch.sh.
 # Needs a quiet machine for tight figures (a sweep or a build beside it shifts every number); timings are
 # reported, never asserted.
@@ -14,13 +15,15 @@ shape=B
 rounds=20
 warmup=2
 memories=none,flat,engram,pagegram_s4
+precision=fp32
 while [ $# -gt 0 ]; do
   case "$1" in
     --shape) shape="$2"; shift 2 ;;
     --rounds) rounds="$2"; shift 2 ;;
     --warmup) warmup="$2"; shift 2 ;;
     --memory) memories="$2"; shift 2 ;;
-    -h|--help) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --precision) precision="$2"; shift 2 ;;
+    -h|--help) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "bench_overhead: unknown option $1 (hint: --help)" >&2; exit 2 ;;
   esac
 done
@@ -28,6 +31,10 @@ case "$shape" in
   A) dir=configs/a; sets=(--set train.tokens_per_step=4096 --set train.micro_batch=4) ;;
   B) dir=configs/b; sets=(--set train.tokens_per_step=8192 --set train.micro_batch=32) ;;
   *) echo "bench_overhead: unknown shape $shape (hint: A or B)" >&2; exit 2 ;;
+esac
+case "$precision" in
+  fp32|bf16) sets+=(--set "train.precision=$precision") ;;
+  *) echo "bench_overhead: unknown precision $precision (hint: fp32 or bf16)" >&2; exit 2 ;;
 esac
 IFS=, read -ra mem_list <<< "$memories"
 configs=()
