@@ -16,6 +16,7 @@
 #include "train/trained_model.h"
 #include "train/trainer.h"
 #include "tests/test_util.h"
+#include "tests/tiny_run.h"
 
 namespace pg {
 namespace {
@@ -47,24 +48,19 @@ class ExportTrained : public ::testing::Test {
   // A tiny PageGram model trained for two steps; head rows of 40 values (neither a multiple of NF4's 64 nor of
   // MXFP8's 32: the last group / block of every row is short).
   static void SetUpTestSuite() {
-    dir_ = testing::make_temp_dir("export");
-    cfg_ = load_experiment(
-        testing::kTinyConfig,
-        testing::with_sets(testing::tiny_fixture_sets(dir_),
-                           {"train.steps=4", "train.eval_interval=0", "train.eval_windows=8",
-                            "train.checkpoint_interval=0", "memory.layout=pagegram", "memory.inject_layers=[0,1]",
-                            "memory.head_dim=40", "memory.target_params=200000", "memory.lr_mult=200",
-                            "train.out_dir=" + (dir_ / "run").string()}));
-    data::tokenize(cfg_.data, cfg_.tokenizer);
-    data::DataSet ds = data::open_dataset(cfg_.data, cfg_.tokenizer);
-    TrainOptions opt;
-    opt.progress = false;
-    opt.stop_after = 2;
-    train(cfg_, ds, opt);
+    tiny_ = testing::TinyRun("export", {"train.steps=4", "train.eval_interval=0", "train.eval_windows=8",
+                                        "train.checkpoint_interval=0", "memory.layout=pagegram",
+                                        "memory.inject_layers=[0,1]", "memory.head_dim=40", "memory.target_params=200000",
+                                        "memory.lr_mult=200"});
+    dir_ = tiny_.dir();
+    cfg_ = tiny_.config("run");
+    cfg_.train.threads = tiny_.base().train.threads;
+    testing::TinyRun::train_run(cfg_, 2);
     checkpoint_ = (dir_ / "run" / "checkpoint.h5").string();
   }
-  static void TearDownTestSuite() { fs::remove_all(dir_); }
+  static void TearDownTestSuite() { tiny_.remove(); }
 
+  static inline testing::TinyRun tiny_;
   static inline fs::path dir_;
   static inline ExperimentConfig cfg_;
   static inline std::string checkpoint_;

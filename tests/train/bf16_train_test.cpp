@@ -17,6 +17,7 @@
 #include "train/config.h"
 #include "train/trainer.h"
 #include "tests/test_util.h"
+#include "tests/tiny_run.h"
 
 namespace pg {
 namespace {
@@ -26,17 +27,15 @@ namespace fs = std::filesystem;
 class Bf16Train : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = testing::make_temp_dir("bf16");
-    base_ = load_experiment(
-        testing::kTinyConfig,
-        testing::with_sets(testing::tiny_fixture_sets(dir_),
-                           {"model.d_model=64", "model.context=64", "train.steps=50", "train.tokens_per_step=2048",
-                            "train.micro_batch=16", "train.eval_interval=0", "train.eval_windows=16",
-                            "train.checkpoint_interval=0", "train.log_interval=1", "memory.inject_layers=[0,1]",
-                            "memory.target_params=300000", "memory.heads=4", "memory.head_dim=32", "train.threads=2"}));
-    data::tokenize(base_.data, base_.tokenizer);
+    tiny_ = testing::TinyRun(
+        "bf16", {"model.d_model=64", "model.context=64", "train.steps=50", "train.tokens_per_step=2048",
+                 "train.micro_batch=16", "train.eval_interval=0", "train.eval_windows=16", "train.checkpoint_interval=0",
+                 "train.log_interval=1", "memory.inject_layers=[0,1]", "memory.target_params=300000", "memory.heads=4",
+                 "memory.head_dim=32", "train.threads=2"});
+    dir_ = tiny_.dir();
+    base_ = tiny_.base();
   }
-  static void TearDownTestSuite() { fs::remove_all(dir_); }
+  static void TearDownTestSuite() { tiny_.remove(); }
 
   struct Run {
     std::vector<double> loss;
@@ -67,6 +66,7 @@ class Bf16Train : public ::testing::Test {
     }
     return r;
   }
+  static inline testing::TinyRun tiny_;
   static inline fs::path dir_;
   static inline ExperimentConfig base_;
 };

@@ -21,6 +21,7 @@
 #include "train/trained_model.h"
 #include "train/trainer.h"
 #include "tests/test_util.h"
+#include "tests/tiny_run.h"
 
 namespace pg {
 namespace {
@@ -30,22 +31,16 @@ namespace fs = std::filesystem;
 class CheckpointRobustness : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = testing::make_temp_dir("ckrobust");
-    cfg_ = load_experiment(
-        testing::kTinyConfig,
-        testing::with_sets(testing::tiny_fixture_sets(dir_),
-                           {"train.steps=4", "train.eval_interval=0", "train.eval_windows=8",
-                            "train.checkpoint_interval=0", "memory.layout=pagegram", "memory.inject_layers=[0,1]",
-                            "memory.target_params=200000", "train.out_dir=" + (dir_ / "run").string()}));
-    data::tokenize(cfg_.data, cfg_.tokenizer);
-    data::DataSet ds = data::open_dataset(cfg_.data, cfg_.tokenizer);
-    TrainOptions opt;
-    opt.progress = false;
-    opt.stop_after = 2;
-    train(cfg_, ds, opt);
+    tiny_ = testing::TinyRun("ckrobust", {"train.steps=4", "train.eval_interval=0", "train.eval_windows=8",
+                                          "train.checkpoint_interval=0", "memory.layout=pagegram",
+                                          "memory.inject_layers=[0,1]", "memory.target_params=200000"});
+    dir_ = tiny_.dir();
+    cfg_ = tiny_.config("run");
+    cfg_.train.threads = tiny_.base().train.threads;
+    testing::TinyRun::train_run(cfg_, 2);
     good_ = (dir_ / "run" / "checkpoint.h5").string();
   }
-  static void TearDownTestSuite() { fs::remove_all(dir_); }
+  static void TearDownTestSuite() { tiny_.remove(); }
 
   // A copy of the good checkpoint edited through the HDF5 C API.
   static std::string edited(const std::string& name, const std::function<void(hid_t)>& edit) {
@@ -91,6 +86,7 @@ class CheckpointRobustness : public ::testing::Test {
     }
     return "";
   }
+  static inline testing::TinyRun tiny_;
   static inline fs::path dir_;
   static inline ExperimentConfig cfg_;
   static inline std::string good_;

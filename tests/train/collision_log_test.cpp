@@ -15,6 +15,7 @@
 #include "sweep/spec.h"
 #include "train/trainer.h"
 #include "tests/test_util.h"
+#include "tests/tiny_run.h"
 
 namespace pg {
 namespace {
@@ -24,33 +25,16 @@ namespace fs = std::filesystem;
 class CollisionLogTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = testing::make_temp_dir("coll");
-    cfg_ = load_experiment(
-        testing::kTinyConfig,
-        testing::with_sets(testing::tiny_fixture_sets(dir_),
-                           {"train.steps=8", "train.eval_interval=0", "train.eval_windows=16",
-                            "train.checkpoint_interval=0", "train.log_interval=1", "memory.layout=pagegram",
-                            "memory.target_params=200000", "memory.inject_layers=[0, 1]"}));
-    data::tokenize(cfg_.data, cfg_.tokenizer);
+    tiny_ = testing::TinyRun("coll", {"train.steps=8", "train.eval_interval=0", "train.eval_windows=16",
+                                      "train.checkpoint_interval=0", "train.log_interval=1", "memory.layout=pagegram",
+                                      "memory.target_params=200000", "memory.inject_layers=[0, 1]"});
   }
-  static void TearDownTestSuite() { fs::remove_all(dir_); }
-
-  static ExperimentConfig config(const std::string& run, int64_t threads = 0) {
-    ExperimentConfig c = cfg_;
-    c.train.out_dir = (dir_ / run).string();
-    c.train.threads = threads;
-    return c;
-  }
+  static void TearDownTestSuite() { tiny_.remove(); }
+  static ExperimentConfig config(const std::string& run, int64_t threads = 0) { return tiny_.config(run, threads); }
   static TrainSummary run(const ExperimentConfig& c, int64_t stop_after = -1, bool resume = false) {
-    data::DataSet ds = data::open_dataset(c.data, c.tokenizer);
-    TrainOptions opt;
-    opt.progress = false;
-    opt.stop_after = stop_after;
-    opt.resume = resume;
-    return train(c, ds, opt);
+    return testing::TinyRun::train_run(c, stop_after, resume);
   }
-  static inline fs::path dir_;
-  static inline ExperimentConfig cfg_;
+  static inline testing::TinyRun tiny_;
 };
 
 // Bitwise equality (NaN == NaN).

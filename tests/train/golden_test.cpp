@@ -21,6 +21,7 @@
 #include "train/config.h"
 #include "train/trainer.h"
 #include "tests/test_util.h"
+#include "tests/tiny_run.h"
 
 namespace pg {
 namespace {
@@ -88,17 +89,16 @@ Record record_of(const std::string& out_dir) {
 class GoldenRuns : public ::testing::TestWithParam<std::string> {
  protected:
   static void SetUpTestSuite() {
-    dir_ = testing::make_temp_dir("golden");
-    base_ = load_experiment(
-        testing::kTinyConfig,
-        testing::with_sets(testing::tiny_fixture_sets(dir_),
-                           {"model.d_model=64", "model.context=64", "train.steps=10", "train.tokens_per_step=2048",
-                            "train.micro_batch=16", "train.eval_interval=5", "train.eval_windows=16",
-                            "train.checkpoint_interval=0", "train.log_interval=1", "memory.inject_layers=[0,1]",
-                            "memory.target_params=300000", "memory.heads=4", "memory.head_dim=32", "train.threads=2"}));
-    data::tokenize(base_.data, base_.tokenizer);
+    tiny_ = testing::TinyRun(
+        "golden", {"model.d_model=64", "model.context=64", "train.steps=10", "train.tokens_per_step=2048",
+                   "train.micro_batch=16", "train.eval_interval=5", "train.eval_windows=16", "train.checkpoint_interval=0",
+                   "train.log_interval=1", "memory.inject_layers=[0,1]", "memory.target_params=300000", "memory.heads=4",
+                   "memory.head_dim=32", "train.threads=2"});
+    dir_ = tiny_.dir();
+    base_ = tiny_.base();
   }
-  static void TearDownTestSuite() { fs::remove_all(dir_); }
+  static void TearDownTestSuite() { tiny_.remove(); }
+  static inline testing::TinyRun tiny_;
   static inline fs::path dir_;
   static inline ExperimentConfig base_;
 };

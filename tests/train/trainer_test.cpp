@@ -15,6 +15,7 @@
 #include "train/config.h"
 #include "train/run_log.h"
 #include "train/trainer.h"
+#include "tests/tiny_run.h"
 
 namespace pg {
 namespace {
@@ -24,30 +25,15 @@ namespace fs = std::filesystem;
 class TrainerTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = fs::temp_directory_path() / ("pg_train_" + std::to_string(::getpid()));
-    fs::create_directories(dir_);
-    cfg_ = load_experiment(PG_SOURCE_DIR "/configs/tiny.yaml",
-                           {"data.cache_dir=" + (dir_ / "cache").string(), "data.corpus=" PG_TEST_DATA "/corpus",
-                            "tokenizer.vocab_size=1024", "model.vocab=1024", "tokenizer.input_sentence_size=4000",
-                            "data.val_tokens=2048", "train.steps=8", "train.eval_interval=4", "train.eval_windows=16",
-                            "train.checkpoint_interval=0", "train.log_interval=1"});
-    data::tokenize(cfg_.data, cfg_.tokenizer);
+    tiny_ = testing::TinyRun("train", {"train.steps=8", "train.eval_interval=4", "train.eval_windows=16",
+                                       "train.checkpoint_interval=0", "train.log_interval=1"});
+    dir_ = tiny_.dir();
+    cfg_ = tiny_.base();
   }
-  static void TearDownTestSuite() { fs::remove_all(dir_); }
-
-  static ExperimentConfig config(const std::string& run, int64_t threads = 0) {
-    ExperimentConfig c = cfg_;
-    c.train.out_dir = (dir_ / run).string();
-    c.train.threads = threads;
-    return c;
-  }
+  static void TearDownTestSuite() { tiny_.remove(); }
+  static ExperimentConfig config(const std::string& run, int64_t threads = 0) { return tiny_.config(run, threads); }
   static TrainSummary run(const ExperimentConfig& c, int64_t stop_after = -1, bool resume = false) {
-    data::DataSet ds = data::open_dataset(c.data, c.tokenizer);
-    TrainOptions opt;
-    opt.progress = false;
-    opt.stop_after = stop_after;
-    opt.resume = resume;
-    return train(c, ds, opt);
+    return testing::TinyRun::train_run(c, stop_after, resume);
   }
   static std::vector<float> params_of(const std::string& out_dir) {
     h5::File f = h5::File::open(out_dir + "/checkpoint.h5");
@@ -64,6 +50,7 @@ class TrainerTest : public ::testing::Test {
     return f.root().sub("train").read<double>("loss");
   }
 
+  static inline testing::TinyRun tiny_;
   static inline fs::path dir_;
   static inline ExperimentConfig cfg_;
 };
