@@ -102,13 +102,94 @@ class TrainProgress {
   Timer since_;
 };
 
+// Every rank must train the same thing from the same state (else their sums are garbage).
+void check_ranks_agree(PeerLink& link, const ExperimentConfig& cfg, const TrainState& st, bool resumed) {
+  ExperimentConfig norm = cfg;
+  norm.train.threads = 0;
+  norm.train.out_dir = "";
+  check_same_on_all_ranks(link, hash_name(cfg::dump(norm)), "the config (train.threads and out_dir aside)");
+  check_same_on_all_ranks(link, hash_name(str(st.step, " ", st.sampler_counter, " ", resumed)),
+                          "the checkpoint to resume from (step and data position)");
+}
+
+// Before a resume at `step` > 0 reads it: the log must be this run's (it is flushed before each checkpoint).
+void check_log_before_resume(const std::string& log_path, const std::string& ckpt, int64_t step,
+                             const ExperimentConfig& cfg) {
+  if (!std::filesystem::exists(log_path))
+    throw IoError(str(log_path, ": missing, but ", ckpt, " is at step ", step,
+                      " (hint: the log cannot be rebuilt; remove checkpoint.h5 to start the run over, or use "
+                      "another train.out_dir)"));
+  if (!same_results(parse_experiment(h5::File::open(log_path).root().attr_string("config"), log_path + ":/config"), cfg))
+    throw IoError(str(log_path, ": the log belongs to a run with another config (hint: never copy logs between "
+                      "runs; remove checkpoint.h5 and log.h5 to start over)"));
+}
+
+// After loading it: the log's training rows are steps 1..step, one by one.
+void check_log_covers(const RunLog& log, const std::string& log_path, const std::string& ckpt, int64_t step) {
+  const std::vector<int64_t>& steps = log.train_steps();
+  bool contiguous = static_cast<int64_t>(steps.size()) == step;
+  for (size_t i = 0; contiguous && i < steps.size(); ++i) contiguous = steps[i] == static_cast<int64_t>(i) + 1;
+  if (!contiguous)
+    throw IoError(str(log_path, ": its training rows (", steps.size(), " rows, last step ",
+                      steps.empty() ? 0 : steps.back(), ") do not cover steps 1..", step, " of ", ckpt,
+                      " one by one (hint: the log was edited or belongs to another run; remove checkpoint.h5 and "
+                      "log.h5 to start over)"));
+}
+
+// The memory's per-step scalars (gates, context-gate means, touched rows) and, on observed logged steps, its
+// collision statistics.
+void log_memory_step(RunLog& log, const StepStats& ss, int64_t step, const MemoryConfig& mc, bool collisions) {
+  const MemoryInjectorStats& ms = ss.memory;
+  for (size_t j = 0; j < ms.gates.size(); ++j) log.scalar(str("memory/gate", j), step, ms.gates[j]);
+  for (size_t j = 0; j < ms.mean_alpha.size(); ++j) log.scalar(str("memory/mean_alpha", j), step, ms.mean_alpha[j]);
+  log.scalar("memory/touched_rows", step, static_cast<double>(ms.touched_rows));
+  if (collisions) log.collisions(step, ss.collisions, mc.orders, mc.collision_owners);
+}
+
+// What the session knows about the run when it ends: memory, phase times, exchange, sizes.
+void add_session_facts(TrainSummary& sum, Session& session) {
+  MemoryInjector* mem = session.memory();
+  sum.peak_rss_kb = peak_rss_kb();
+  if (mem) sum.memory_times = mem->phase_times();
+  if (mem && mem->collision_counter()) sum.collision_owner_bytes = mem->collision_counter()->owner_bytes();
+  sum.exchange = session.exchange_stats();
+  sum.tree_bytes = session.tree_bytes();
+  sum.dense_grad_floats = static_cast<int64_t>(session.model().grads().size() + (mem ? mem->dense_grads().size() : 0));
+  sum.table_width = mem ? mem->table().layout().width() : 0;
+}
+
+// The first progress line: steps, batch, ranks, threads, where a resume starts.
+std::string start_line(const ExperimentConfig& cfg, const ThreadInfo& threads, int ranks, int64_t step) {
+  const TrainConfig& tc = cfg.train;
+  const int64_t T = cfg.model.context, accum = tc.accum_steps(T);
+  return str("train ", cfg.name, ": ", tc.total_steps(), " steps x ", tc.tokens_per_step, " tokens (", accum,
+             " micro-batches of ", tc.micro_batch, "x", T, "), ",
+             ranks > 1 ? str(ranks, " ranks x ", accum / ranks, " micro-batches, ") : std::string(), threads.threads,
+             " threads", ranks > 1 ? " per rank" : "", threads.pinned ? " pinned" : "",
+             step > 0 ? str(", resuming at step ", step) : std::string());
+}
+
+// The run's summary attributes of the log (/summary): speed, memory, the memory's share of the step time.
+void log_summary(RunLog& log, const TrainSummary& sum, const ExperimentConfig& cfg, bool has_memory) {
+  log.set_summary("train_tok_per_s", sum.train_tok_per_s);
+  log.set_summary("peak_rss_kb", static_cast<double>(sum.peak_rss_kb));
+  if (has_memory && sum.train_seconds > 0) {  // the memory's own work (phase timers) as a share of the training steps
+    const MemoryPhaseTimes& m = sum.memory_times;
+    log.set_summary("memory_work_fraction", m.total() / sum.train_seconds);
+    log.set_summary("memory_projection_fraction", (m.project + m.project_back) / sum.train_seconds);
+    log.set_summary("memory_table_fraction", (m.address + m.gather + m.table_grad + m.table_update) / sum.train_seconds);
+    if (cfg.memory.collision_stats) log.set_summary("collision_stats_fraction", m.collisions / sum.train_seconds);
+  }
+  if (sum.collision_owner_bytes > 0) log.set_summary("collision_owner_bytes", static_cast<double>(sum.collision_owner_bytes));
+  if (!log.eval_loss().empty()) log.set_summary("final_eval_loss", log.eval_loss().back());
+}
+
 }  // namespace
 
 TrainSummary train(const ExperimentConfig& cfg, const data::DataSet& ds, const TrainOptions& opt) {
   const ThreadInfo threads = setup_threads(static_cast<int>(cfg.train.threads));
   const TrainConfig& tc = cfg.train;
-  const int64_t T = cfg.model.context, B = tc.micro_batch;
-  const int64_t accum = tc.accum_steps(T), total_steps = tc.total_steps();
+  const int64_t T = cfg.model.context, total_steps = tc.total_steps();
   if (ds.tokenizer && ds.tokenizer->vocab_size() != cfg.model.vocab)
     throw ConfigError(str("model.vocab = ", cfg.model.vocab, " but the tokenizer has ", ds.tokenizer->vocab_size(),
                           " pieces (hint: set model.vocab and tokenizer.vocab_size to the same value)"));
@@ -146,47 +227,19 @@ TrainSummary train(const ExperimentConfig& cfg, const data::DataSet& ds, const T
     session.load(ckpt);
     sampler.set_counter(st.sampler_counter);
   }
-  if (opt.link) {  // every rank must train the same thing from the same state (else their sums are garbage)
-    ExperimentConfig norm = cfg;
-    norm.train.threads = 0;
-    norm.train.out_dir = "";
-    check_same_on_all_ranks(*opt.link, hash_name(cfg::dump(norm)), "the config (train.threads and out_dir aside)");
-    check_same_on_all_ranks(*opt.link, hash_name(str(st.step, " ", st.sampler_counter, " ", resumed)),
-                            "the checkpoint to resume from (step and data position)");
-  }
+  if (opt.link) check_ranks_agree(*opt.link, cfg, st, resumed);
   RunMeta meta{cfg::dump(cfg), opt.command, threads.threads, threads.pinned, threads.cpus, ranks, cfg.train.bf16(),
                data::dataset_fingerprint(ds)};
   // Without a checkpoint a "resume" starts over, and so does the log (no duplicate step-0 rows).
-  if (resumed && write_files && st.step > 0) {
-    // The log must be this run's and hold every step up to the checkpoint (it is flushed before each checkpoint).
-    if (!std::filesystem::exists(log_path))
-      throw IoError(str(log_path, ": missing, but ", ckpt, " is at step ", st.step,
-                        " (hint: the log cannot be rebuilt; remove checkpoint.h5 to start the run over, or use "
-                        "another train.out_dir)"));
-    if (!same_results(parse_experiment(h5::File::open(log_path).root().attr_string("config"), log_path + ":/config"), cfg))
-      throw IoError(str(log_path, ": the log belongs to a run with another config (hint: never copy logs between "
-                        "runs; remove checkpoint.h5 and log.h5 to start over)"));
-  }
+  const bool check_log = resumed && write_files && st.step > 0;
+  if (check_log) check_log_before_resume(log_path, ckpt, st.step, cfg);
   // Every rank reads a resumed log (its losses feed the divergence rule, which every rank applies alike).
   RunLog log(log_path, meta, resumed ? st.step : -1);
-  if (resumed && write_files && st.step > 0) {
-    const std::vector<int64_t>& steps = log.train_steps();
-    bool contiguous = static_cast<int64_t>(steps.size()) == st.step;
-    for (size_t i = 0; contiguous && i < steps.size(); ++i) contiguous = steps[i] == static_cast<int64_t>(i) + 1;
-    if (!contiguous)
-      throw IoError(str(log_path, ": its training rows (", steps.size(), " rows, last step ",
-                        steps.empty() ? 0 : steps.back(), ") do not cover steps 1..", st.step, " of ", ckpt,
-                        " one by one (hint: the log was edited or belongs to another run; remove checkpoint.h5 and "
-                        "log.h5 to start over)"));
-  }
+  if (check_log) check_log_covers(log, log_path, ckpt, st.step);
   if (write_files) write_text_atomic(tc.out_dir + "/config.yaml", cfg::dump(cfg) + "\n");
 
   TrainProgress progress(opt.progress && root);
-  progress.line(str("train ", cfg.name, ": ", total_steps, " steps x ", tc.tokens_per_step, " tokens (", accum,
-                    " micro-batches of ", B, "x", T, "), ",
-                    ranks > 1 ? str(ranks, " ranks x ", accum / ranks, " micro-batches, ") : std::string(),
-                    threads.threads, " threads", ranks > 1 ? " per rank" : "", threads.pinned ? " pinned" : "",
-                    st.step > 0 ? str(", resuming at step ", st.step) : std::string()));
+  progress.line(start_line(cfg, threads, ranks, st.step));
 
   TrainSummary sum;
   sum.start_step = st.step;
@@ -231,12 +284,8 @@ TrainSummary train(const ExperimentConfig& cfg, const data::DataSet& ds, const T
     if (!std::isfinite(loss) || !std::isfinite(gnorm)) throw diverged(str("loss ", loss, ", grad norm ", gnorm));
     if (const std::string why = watch.add(st.step, loss); !why.empty()) throw diverged(why);
     if (mem) {
-      const MemoryInjectorStats& ms = ss.memory;
-      for (size_t j = 0; j < ms.gates.size(); ++j) log.scalar(str("memory/gate", j), st.step, ms.gates[j]);
-      for (size_t j = 0; j < ms.mean_alpha.size(); ++j) log.scalar(str("memory/mean_alpha", j), st.step, ms.mean_alpha[j]);
-      log.scalar("memory/touched_rows", st.step, static_cast<double>(ms.touched_rows));
-      sum.touched_rows = ms.touched_rows;
-      if (observe && log_step) log.collisions(st.step, ss.collisions, cfg.memory.orders, cfg.memory.collision_owners);
+      log_memory_step(log, ss, st.step, cfg.memory, observe && log_step);
+      sum.touched_rows = ss.memory.touched_rows;
     }
     const double dt = step_timer.seconds();
     st.elapsed_s += dt;
@@ -276,28 +325,11 @@ TrainSummary train(const ExperimentConfig& cfg, const data::DataSet& ds, const T
   const double timed_tokens = static_cast<double>(sum.step_seconds.size()) * static_cast<double>(tc.tokens_per_step);
   sum.train_tok_per_s = train_seconds > 0 ? timed_tokens / train_seconds : 0;
   sum.final_train_loss = last_loss;
-  sum.peak_rss_kb = peak_rss_kb();
   sum.train_seconds = train_seconds;
-  if (mem) sum.memory_times = mem->phase_times();
-  if (mem && mem->collision_counter()) sum.collision_owner_bytes = mem->collision_counter()->owner_bytes();
   sum.ranks = ranks, sum.rank = rank;
-  sum.exchange = session.exchange_stats();
-  sum.tree_bytes = session.tree_bytes();
-  sum.dense_grad_floats = static_cast<int64_t>(session.model().grads().size() + (mem ? mem->dense_grads().size() : 0));
-  sum.table_width = mem ? mem->table().layout().width() : 0;
+  add_session_facts(sum, session);
   if (write_files) {
-    log.set_summary("train_tok_per_s", sum.train_tok_per_s);
-    log.set_summary("peak_rss_kb", static_cast<double>(sum.peak_rss_kb));
-    if (mem && train_seconds > 0) {  // the memory's own work (phase timers) as a share of the training steps
-      const MemoryPhaseTimes& m = sum.memory_times;
-      log.set_summary("memory_work_fraction", m.total() / train_seconds);
-      log.set_summary("memory_projection_fraction", (m.project + m.project_back) / train_seconds);
-      log.set_summary("memory_table_fraction", (m.address + m.gather + m.table_grad + m.table_update) / train_seconds);
-      if (cfg.memory.collision_stats) log.set_summary("collision_stats_fraction", m.collisions / train_seconds);
-    }
-    if (sum.collision_owner_bytes > 0)
-      log.set_summary("collision_owner_bytes", static_cast<double>(sum.collision_owner_bytes));
-    if (!log.eval_loss().empty()) log.set_summary("final_eval_loss", log.eval_loss().back());
+    log_summary(log, sum, cfg, mem != nullptr);
     log.flush();
   }
   return sum;
