@@ -109,11 +109,9 @@ void check_ranks(const ExperimentConfig& cfg, int ranks) {
 
 StepStats Session::step(const data::TokenStore& store, data::WindowSampler& sampler, const StepOptions& opt) {
   PG_CHECK(adamw_, "Session::step without an optimizer");
-  const TrainConfig& tc = cfg_.train;
   const gemm::PrecisionScope precision(model_->precision());  // the backbone's and the memory readout's GEMMs
-  const int64_t T = cfg_.model.context, B = tc.micro_batch, accum = tc.accum_steps(T);
-  const int R = ranks(), r = rank();
-  const int64_t m = accum / R, lo = r * m;  // this rank's block of micro-batches
+  const int64_t T = cfg_.model.context, B = cfg_.train.micro_batch, accum = cfg_.train.accum_steps(T);
+  const int64_t m = accum / ranks(), lo = rank() * m;  // this rank's block of micro-batches
   windows_.resize(static_cast<size_t>(B * (T + 1)));
   starts_.resize(static_cast<size_t>(B));
   const int64_t t = st_.step + 1;
@@ -123,93 +121,112 @@ StepStats Session::step(const data::TokenStore& store, data::WindowSampler& samp
   all_starts_.resize(static_cast<size_t>(accum * B));
   for (int64_t& x : all_starts_) x = static_cast<int64_t>(sampler.next_start());
   const bool observe = mem_ && opt.observe_collisions;
-  std::span<float> g_model = model_->grads();
-  std::span<float> g_mem = mem_ ? mem_->dense_grads() : std::span<float>();
-  double loss = 0.0;  // of the tree's current node
-  const auto leaf = [&](int64_t a) {
-    for (int64_t b = 0; b < B; ++b) {
-      starts_[static_cast<size_t>(b)] = all_starts_[static_cast<size_t>(a * B + b)];
-      store.copy(static_cast<uint64_t>(starts_[static_cast<size_t>(b)]), static_cast<uint64_t>(T + 1),
-                 windows_.data() + b * (T + 1));
-    }
-    if (mem_) prepare_memory(*mem_, store, starts_, T);
-    if (observe && R == 1)
-      store.with_ids([&](auto ids) { mem_->observe_collisions(ids, store.doc_offsets(), starts_, T); });
-    model_->zero_grads();
-    if (mem_) {
-      mem_->zero_dense_grads();
-      PG_CHECK(mem_->table().pending().touched() == 0, "a micro-batch started with a pending table gradient");
-    }
-    loss = model_->forward_backward(windows_.data(), B, 1.0f / static_cast<float>(accum));
-  };
-  const auto save = [&](int d) {
-    Slot& s = slots_[static_cast<size_t>(d)];
-    s.model.assign(g_model.begin(), g_model.end());
-    s.memory.assign(g_mem.begin(), g_mem.end());
-    if (mem_) std::swap(s.table, mem_->table().pending_grad()), mem_->table().pending_grad().rows.clear();
-    s.loss = loss;
-  };
-  const auto combine = [&](int d) {  // current = slot d (left) + current (right)
-    Slot& s = slots_[static_cast<size_t>(d)];
-    const auto add = [](const std::vector<float>& left, std::span<float> right) {
-      const size_t n = right.size();
-#pragma omp parallel for schedule(static) if (n > 65536)
-      for (size_t i = 0; i < n; ++i) right[i] = left[i] + right[i];
-    };
-    add(s.model, g_model);
-    add(s.memory, g_mem);
-    if (mem_) {
-      SparseGrad& cur = mem_->table().pending_grad();
-      merge_sparse(s.table, cur, merged_);
-      std::swap(cur, merged_);
-    }
-    loss = s.loss + loss;
-  };
+  node_loss_ = 0.0;
   slots_.resize(static_cast<size_t>(tree_depth(m)));
-  tree_reduce(lo, m, leaf, save, combine);
-  if (R > 1) {  // the top log2(R) levels of the tree, across ranks
-    if (measure_exchange_) {
-      const Timer w;
-      double sync = 0;
-      tree_allreduce(*link_, sync);  // not counted as traffic
-      xstats_.wait_seconds += w.seconds();
-      xstats_.seconds += w.seconds();
-    }
-    tree_allreduce(*link_, g_model, scratch_, &xstats_);
-    if (!g_mem.empty()) tree_allreduce(*link_, g_mem, scratch_, &xstats_);
-    if (mem_) tree_allreduce(*link_, mem_->table().pending_grad(), recv_, merged_, bytes_, &xstats_);
-    tree_allreduce(*link_, loss, &xstats_);
-    // Collision statistics observe every micro-batch of the step in order (only their addresses are needed).
-    if (observe)
-      for (int64_t a = 0; a < accum; ++a)
-        store.with_ids([&](auto ids) {
-          mem_->observe_collisions_of(ids, store.doc_offsets(),
-                                      std::span<const int64_t>(all_starts_.data() + a * B, static_cast<size_t>(B)), T);
-        });
+  tree_reduce(lo, m, [&](int64_t a) { micro_batch(store, a, observe); }, [&](int d) { save_node(d); },
+              [&](int d) { combine_node(d); });
+  if (ranks() > 1) reduce_across_ranks(store, observe);
+  out.loss = node_loss_ / static_cast<double>(accum);
+  update_backbone(t, out);
+  if (mem_) update_memory(t, observe, opt.report_collisions, out);
+  st_.step = t;
+  st_.tokens += cfg_.train.tokens_per_step;
+  st_.sampler_counter = sampler.counter();
+  return out;
+}
+
+void Session::micro_batch(const data::TokenStore& store, int64_t a, bool observe) {
+  const int64_t T = cfg_.model.context, B = cfg_.train.micro_batch, accum = cfg_.train.accum_steps(T);
+  for (int64_t b = 0; b < B; ++b) {
+    starts_[static_cast<size_t>(b)] = all_starts_[static_cast<size_t>(a * B + b)];
+    store.copy(static_cast<uint64_t>(starts_[static_cast<size_t>(b)]), static_cast<uint64_t>(T + 1),
+               windows_.data() + b * (T + 1));
   }
-  out.loss = loss / static_cast<double>(accum);
+  if (mem_) prepare_memory(*mem_, store, starts_, T);
+  if (observe && ranks() == 1)
+    store.with_ids([&](auto ids) { mem_->observe_collisions(ids, store.doc_offsets(), starts_, T); });
+  model_->zero_grads();
+  if (mem_) {
+    mem_->zero_dense_grads();
+    PG_CHECK(mem_->table().pending().touched() == 0, "a micro-batch started with a pending table gradient");
+  }
+  node_loss_ = model_->forward_backward(windows_.data(), B, 1.0f / static_cast<float>(accum));
+}
+
+void Session::save_node(int d) {
+  Slot& s = slots_[static_cast<size_t>(d)];
+  const std::span<float> g_model = model_->grads();
+  s.model.assign(g_model.begin(), g_model.end());
+  if (mem_) {
+    const std::span<float> g_mem = mem_->dense_grads();
+    s.memory.assign(g_mem.begin(), g_mem.end());
+    std::swap(s.table, mem_->table().pending_grad()), mem_->table().pending_grad().rows.clear();
+  } else {
+    s.memory.clear();
+  }
+  s.loss = node_loss_;
+}
+
+void Session::combine_node(int d) {  // current = slot d (left) + current (right)
+  Slot& s = slots_[static_cast<size_t>(d)];
+  const auto add = [](const std::vector<float>& left, std::span<float> right) {
+    const size_t n = right.size();
+#pragma omp parallel for schedule(static) if (n > 65536)
+    for (size_t i = 0; i < n; ++i) right[i] = left[i] + right[i];
+  };
+  add(s.model, model_->grads());
+  if (mem_) {
+    add(s.memory, mem_->dense_grads());
+    SparseGrad& cur = mem_->table().pending_grad();
+    merge_sparse(s.table, cur, merged_);
+    std::swap(cur, merged_);
+  }
+  node_loss_ = s.loss + node_loss_;
+}
+
+void Session::reduce_across_ranks(const data::TokenStore& store, bool observe) {
+  const int64_t T = cfg_.model.context, B = cfg_.train.micro_batch, accum = cfg_.train.accum_steps(T);
+  if (measure_exchange_) {
+    const Timer w;
+    double sync = 0;
+    tree_allreduce(*link_, sync);  // not counted as traffic
+    xstats_.wait_seconds += w.seconds();
+    xstats_.seconds += w.seconds();
+  }
+  tree_allreduce(*link_, model_->grads(), scratch_, &xstats_);
+  if (mem_ && !mem_->dense_grads().empty()) tree_allreduce(*link_, mem_->dense_grads(), scratch_, &xstats_);
+  if (mem_) tree_allreduce(*link_, mem_->table().pending_grad(), recv_, merged_, bytes_, &xstats_);
+  tree_allreduce(*link_, node_loss_, &xstats_);
+  // Collision statistics observe every micro-batch of the step in order (only their addresses are needed).
+  if (observe)
+    for (int64_t a = 0; a < accum; ++a)
+      store.with_ids([&](auto ids) {
+        mem_->observe_collisions_of(ids, store.doc_offsets(),
+                                    std::span<const int64_t>(all_starts_.data() + a * B, static_cast<size_t>(B)), T);
+      });
+}
+
+void Session::update_backbone(int64_t t, StepStats& out) {
+  const TrainConfig& tc = cfg_.train;
   out.grad_norm = adamw_->grad_norm();
   if (tc.grad_clip > 0 && out.grad_norm > tc.grad_clip)
     adamw_->scale_grads(static_cast<float>(tc.grad_clip / out.grad_norm));
   adamw_->step(t, out.lr);
-  if (mem_) {
-    out.memory = mem_->stats();  // before the update: rows touched this step
-    if (R > 1 && !out.memory.mean_alpha.empty() && (r == 0 || r == R - 1)) {
-      // The mean gate of the step's last micro-batch, which rank R-1 computed: to rank 0, which logs it.
-      std::vector<double> theirs(out.memory.mean_alpha.size());
-      const auto& mine = out.memory.mean_alpha;
-      link_->sendrecv(r == 0 ? R - 1 : 0,
-                      {reinterpret_cast<const std::byte*>(mine.data()), mine.size() * sizeof(double)},
-                      {reinterpret_cast<std::byte*>(theirs.data()), theirs.size() * sizeof(double)});
-      if (r == 0) out.memory.mean_alpha = theirs;
-    }
-    mem_->step_table(t);
-    if (observe) out.collisions = mem_->finish_collisions(opt.report_collisions);
+}
+
+void Session::update_memory(int64_t t, bool observe, bool report_collisions, StepStats& out) {
+  const int R = ranks(), r = rank();
+  out.memory = mem_->stats();  // before the update: rows touched this step
+  if (R > 1 && !out.memory.mean_alpha.empty() && (r == 0 || r == R - 1)) {
+    // The mean gate of the step's last micro-batch, which rank R-1 computed: to rank 0, which logs it.
+    std::vector<double> theirs(out.memory.mean_alpha.size());
+    const auto& mine = out.memory.mean_alpha;
+    link_->sendrecv(r == 0 ? R - 1 : 0, {reinterpret_cast<const std::byte*>(mine.data()), mine.size() * sizeof(double)},
+                    {reinterpret_cast<std::byte*>(theirs.data()), theirs.size() * sizeof(double)});
+    if (r == 0) out.memory.mean_alpha = theirs;
   }
-  st_.step = t;
-  st_.tokens += tc.tokens_per_step;
-  st_.sampler_counter = sampler.counter();
-  return out;
+  mem_->step_table(t);
+  if (observe) out.collisions = mem_->finish_collisions(report_collisions);
 }
 
 int64_t Session::tree_bytes() const {

@@ -107,6 +107,18 @@ class Session {
   int64_t tree_bytes() const;
 
  private:
+  // The parts of step(), in order. The micro-batch `a` of this step: windows, memory addresses, forward and backward
+  // into the (zeroed) gradients; its loss into node_loss_.
+  void micro_batch(const data::TokenStore& store, int64_t a, bool observe);
+  // The gradient tree's two moves: keep the current node's sums in slot d; add slot d (left) to the current (right).
+  void save_node(int d);
+  void combine_node(int d);
+  // The tree's top levels across ranks, and the collision observation of every micro-batch in order.
+  void reduce_across_ranks(const data::TokenStore& store, bool observe);
+  // Clipping and AdamW at step t; then the memory's statistics, table update and collision statistics.
+  void update_backbone(int64_t t, StepStats& out);
+  void update_memory(int64_t t, bool observe, bool report_collisions, StepStats& out);
+
   ExperimentConfig cfg_;
   LrSchedule schedule_;
   std::unique_ptr<Transformer> model_;
@@ -122,6 +134,7 @@ class Session {
     double loss = 0;
   };
   std::vector<Slot> slots_;
+  double node_loss_ = 0.0;  // the loss of the tree's current node
   SparseGrad merged_, recv_;
   std::vector<float> scratch_;
   std::vector<std::byte> bytes_;
