@@ -6,7 +6,7 @@
 
 #include "cli/commands.h"
 #include "core/error.h"
-#include "core/kernels.h"
+#include "kernels/kernels.h"
 #include "core/sysinfo.h"
 #include "core/text.h"
 #include "core/threads.h"

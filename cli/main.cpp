@@ -13,7 +13,7 @@
 #include "cli/commands.h"
 #include "core/build_info.h"
 #include "core/error.h"
-#include "core/kernels.h"
+#include "kernels/kernels.h"
 #include "core/progress.h"
 #include "train/dist.h"
 

@@ -8,7 +8,7 @@
 #include "cli/commands.h"
 #include "core/progress.h"
 #include "core/build_info.h"
-#include "core/kernels.h"
+#include "kernels/kernels.h"
 #include "storage/eval_stream.h"
 #include "core/threads.h"
 #include "core/timer.h"
@@ -179,7 +179,7 @@ void register_train_commands(CLI::App& app, int argc, char** argv) {
       const std::string bname = kern::bf16_name();
       const bool amx = bname == "amx" && peak.amx_gflops > 0, native = bname == "vdpbf16ps" && peak.bf16_gflops > 0;
       const double pk = !bf ? peak.fma_gflops : amx ? peak.amx_gflops : native ? peak.bf16_gflops : peak.fma_gflops;
-      std::printf("tok/s %.0f  GFLOP/s %.1f (%.0f%% of the %s peak %.0f GFLOP/s; core/gemm alone %.0f)  peak RSS %.0f MiB\n",
+      std::printf("tok/s %.0f  GFLOP/s %.1f (%.0f%% of the %s peak %.0f GFLOP/s; kernels/gemm alone %.0f)  peak RSS %.0f MiB\n",
                   s.train_tok_per_s, s.train_tok_per_s * flops / 1e9, 100.0 * s.train_tok_per_s * flops / 1e9 / pk,
                   !bf ? "FMA" : amx ? "bf16 (amx tiles)" : native ? "bf16 (vdpbf16ps)" : "FMA (bf16 emulated with fp32 FMAs)",
                   pk, bf ? peak.bf16_gemm_gflops : peak.gemm_gflops, s.peak_rss_kb / 1024.0);
@@ -203,7 +203,7 @@ void register_train_commands(CLI::App& app, int argc, char** argv) {
                     100.0 * m.collisions / s.train_seconds, 1e3 * m.collisions / static_cast<double>(steps),
                     static_cast<double>(s.collision_owner_bytes) / (1024.0 * 1024.0));
     });
-    CLI::App* pk = bench->add_subcommand("peak", "the machine's fp32 FMA peak and core/gemm's share of it (this ISA's kernels)");
+    CLI::App* pk = bench->add_subcommand("peak", "the machine's fp32 FMA peak and kernels/gemm's share of it (this ISA's kernels)");
     static int64_t pthreads = 0;
     pk->add_option("--threads", pthreads, "threads (0 = all allowed CPUs)")->check(CLI::Range(int64_t{0}, int64_t{1024}));
     pk->callback([] {

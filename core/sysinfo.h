@@ -1,4 +1,4 @@
-// Facts about the machine read at run time (not at build time: core/isa.h has the CPU's instruction sets).
+// Facts about the machine read at run time (not at build time: kernels/isa.h has the CPU's instruction sets).
 #pragma once
 
 #include <cstdint>

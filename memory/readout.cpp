@@ -1,4 +1,4 @@
-// Implementation of memory/readout.h. Matrix products use core/gemm (single-threaded per call) on fixed chunks;
+// Implementation of memory/readout.h. Matrix products use kernels/gemm (single-threaded per call) on fixed chunks;
 // reductions over tokens use double partial sums per fixed chunk, added in chunk order.
 #include "memory/readout.h"
 
@@ -8,14 +8,14 @@
 #include <vector>
 
 #include "core/error.h"
-#include "core/gemm.h"
+#include "kernels/gemm.h"
 
 namespace pg::readout {
 namespace {
 
 int64_t chunks_of(int64_t n, int64_t c) { return (n + c - 1) / c; }
 // Token rows per projection task (8 micro-panels of 14) and readout columns per dW task. The results do not
-// depend on either (core/gemm: each element is one FMA chain over k, in every ISA), only the load balance does.
+// depend on either (kernels/gemm: each element is one FMA chain over k, in every ISA), only the load balance does.
 constexpr int64_t kGemmRows = 112;
 constexpr int64_t kDwCols = 112;
 

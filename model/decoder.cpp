@@ -7,7 +7,7 @@
 #include <cstring>
 
 #include "core/error.h"
-#include "core/gemm.h"
+#include "kernels/gemm.h"
 #include "model/layers.h"
 
 namespace pg {
@@ -16,7 +16,7 @@ constexpr int64_t kColBlock = 128;  // output columns per task (a multiple of ge
 
 // out[n, o] = [residual[n, o] +] <inp[n, :], W[o, :]> for n < N, o < OC, with W pre-packed (B = Wᵀ, K = C).
 // Tasks split the output columns, so a forward of 1 row or 64 uses every thread; every element is one sequential
-// FMA chain over k (core/gemm.h), the same bits as the training forward pass for any N, thread count and ISA.
+// FMA chain over k (kernels/gemm.h), the same bits as the training forward pass for any N, thread count and ISA.
 void matmul_rows(float* out, const float* inp, const gemm::BOperand<float>& w, const float* residual, int64_t N,
                  int64_t C, int64_t OC) {
   const int64_t ntask = (OC + kColBlock - 1) / kColBlock;

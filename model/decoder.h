@@ -22,7 +22,7 @@
 #include <span>
 #include <vector>
 
-#include "core/gemm.h"
+#include "kernels/gemm.h"
 #include "model/transformer.h"
 
 namespace pg {

@@ -12,7 +12,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "core/gemm.h"
+#include "kernels/gemm.h"
 #include "model/simd.h"
 
 namespace pg::layers {

@@ -1,5 +1,5 @@
 // Vectorized element-wise math for the backbone: exp, erf-GELU, and fixed-order reductions (sum, dot, max).
-// Float goes to the active kernel table (core/kernels.h: AVX-512 or AVX2, the same bits; masked tails, so every
+// Float goes to the active kernel table (kernels/kernels.h: AVX-512 or AVX2, the same bits; masked tails, so every
 // element goes through the same code and a result never depends on where a row starts); double (the
 // gradient-check instantiation) uses <cmath>.
 #pragma once
@@ -8,7 +8,7 @@
 #include <limits>
 #include <type_traits>
 
-#include "core/kernels.h"
+#include "kernels/kernels.h"
 
 namespace pg::simd {
 

@@ -13,7 +13,7 @@
 
 #include "core/error.h"
 #include "core/rng.h"
-#include "core/gemm.h"
+#include "kernels/gemm.h"
 #include "model/layers.h"
 
 namespace pg {

@@ -18,7 +18,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "core/gemm.h"
+#include "kernels/gemm.h"
 #include "model/config.h"
 
 namespace pg {
@@ -104,7 +104,7 @@ class TransformerT {
   // Per-token losses [B*T] of the last forward (nats), row-major [B, T].
   std::span<const double> token_losses() const { return {token_losses_.data(), static_cast<size_t>(last_n_)}; }
 
-  // The precision of the float GEMMs of forward_backward / forward_loss (core/gemm.h; default fp32): set for the
+  // The precision of the float GEMMs of forward_backward / forward_loss (kernels/gemm.h; default fp32): set for the
   // duration of each call. bf16 rounds the GEMM operands (weights and activations) to bf16 and accumulates in
   // fp32, as BF16 autocast does; parameters, gradients, norms, softmax and the loss stay in F.
   void set_precision(gemm::Precision p) { precision_ = p; }

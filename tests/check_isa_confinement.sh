@@ -1,6 +1,6 @@
 #!/bin/bash
 # check_isa_confinement.sh BINARY...: every AVX-512 instruction of the binaries lies in a function of the AVX-512
-# kernel files (core/kernels_avx512*.cpp), which run only after cpuid said the CPU has AVX-512.
+# kernel files (kernels/kernels_avx512*.cpp), which run only after cpuid said the CPU has AVX-512.
 #
 # The rest of the project is compiled for x86-64-v3 (AVX2 + FMA). An AVX-512 instruction anywhere else (an inline
 # function or template instantiated inside an AVX-512 file and picked by the linker for every caller, a stray
@@ -10,10 +10,10 @@
 # no mnemonic and are skipped), except the opmask instructions (kmov, kand, kortest...: VEX-encoded), found by their
 # %k0-%k7 operands. Finding none is an error too (objdump's output changed and the check would see nothing) if the
 # binary has the kernel files' functions (nm) or if no binary given has any. Allowed: functions in a namespace whose name ends in avx512_impl or
-# avx512bf16_impl (the kernel files' and tests/core/bf16_test.cpp's CPU probes), and the kernel files' entry points
+# avx512bf16_impl (the kernel files' and tests/kernels/bf16_test.cpp's CPU probes), and the kernel files' entry points
 # pg::kern::avx512_kernels and pg::kern::bf16_dot_probe. Everything there runs only after a cpuid check.
 #
-# AMX tile instructions (VEX-encoded: ldtilecfg, tileloadd, tdpbf16ps...) likewise lie only in core/kernels_amx.cpp's
+# AMX tile instructions (VEX-encoded: ldtilecfg, tileloadd, tdpbf16ps...) likewise lie only in kernels/kernels_amx.cpp's
 # namespace amx_impl and its entry points pg::kern::amx_status and pg::kern::amx_dot_probe (run only after cpuid, XCR0
 # and the kernel's tile permission said yes): anywhere else they would SIGILL on every machine without AMX.
 #
@@ -42,7 +42,7 @@ check() {
   total=$(printf '%s\n' "$res" | sed -n 's/^TOTAL //p')
   bad=$(printf '%s\n' "$res" | grep ' AMX ' || true)
   if [ -n "$bad" ]; then
-    echo "check_isa_confinement: $bin: AMX tile instructions outside core/kernels_amx.cpp's kernels (would SIGILL without AMX):" >&2
+    echo "check_isa_confinement: $bin: AMX tile instructions outside kernels/kernels_amx.cpp's kernels (would SIGILL without AMX):" >&2
     printf '%s\n' "$bad" | sort -rn | head -20 | sed 's/ AMX / /; s/^/  /' >&2
     echo "  (hint: keep tile code inside namespace amx_impl, called only when kern::amx_bf16() is not null)" >&2
     return 1
@@ -63,7 +63,7 @@ check() {
   if [ -n "$bad" ]; then
     echo "check_isa_confinement: $bin: AVX-512 instructions outside the AVX-512 kernel files (would SIGILL on an AVX2-only CPU):" >&2
     printf '%s\n' "$bad" | sort -rn | head -20 | sed 's/^/  /' >&2
-    echo "  (hint: keep AVX-512 code inside core/kernels_avx512*.cpp's namespaces; no std:: templates instantiated there)" >&2
+    echo "  (hint: keep AVX-512 code inside kernels/kernels_avx512*.cpp's namespaces; no std:: templates instantiated there)" >&2
     return 1
   fi
   echo "check_isa_confinement: $bin: ${total:-0} AVX-512 instructions, all in the AVX-512 kernel files"

@@ -1,7 +1,8 @@
 # The dependency rule between the project's folders (README "Layout", ARCHITECTURE.md), checked on the text of
 # every #include "<folder>/..." in every .h/.cpp/.inc of a source folder, bench/ and tests/:
 #   core     includes only core
-#   data, memory, model   include core and themselves
+#   kernels  includes core and kernels
+#   data, memory, model   include core, kernels and themselves
 #   train    includes core, data, memory, model, train
 #   storage  includes core, data, memory, model, storage (never train)
 #   sweep    includes core, data, memory, model, train, sweep
@@ -18,19 +19,20 @@
 # check reports exactly those violations.
 cmake_minimum_required(VERSION 3.25)
 
-set(PG_FOLDERS core data memory model train storage sweep infer eval cli)
+set(PG_FOLDERS core kernels data memory model train storage sweep infer eval cli)
 set(allowed_core core)
-set(allowed_data core data)
-set(allowed_memory core memory)
-set(allowed_model core model)
-set(allowed_train core data memory model train)
-set(allowed_storage core data memory model storage)
-set(allowed_sweep core data memory model train sweep)
-set(allowed_infer core data memory model train storage infer)
-set(allowed_eval core data memory model train eval)
+set(allowed_kernels core kernels)
+set(allowed_data core kernels data)
+set(allowed_memory core kernels memory)
+set(allowed_model core kernels model)
+set(allowed_train core kernels data memory model train)
+set(allowed_storage core kernels data memory model storage)
+set(allowed_sweep core kernels data memory model train sweep)
+set(allowed_infer core kernels data memory model train storage infer)
+set(allowed_eval core kernels data memory model train eval)
 set(allowed_cli ${PG_FOLDERS})
-set(allowed_bench core data memory model train storage sweep infer eval)
-set(allowed_tests core data memory model train storage sweep infer eval)
+set(allowed_bench core kernels data memory model train storage sweep infer eval)
+set(allowed_tests core kernels data memory model train storage sweep infer eval)
 
 # Appends "file: includes "x"" lines to ${out} for every forbidden project include below ${root}.
 function(pg_check_tree root out)
@@ -91,6 +93,8 @@ if(DEFINED SCRATCH)
   file(REMOVE_RECURSE "${SCRATCH}")
   set(cases
       "core/a.h|train/trainer.h"
+      "core/b.cpp|kernels/gemm.h"
+      "kernels/a.cpp|data/pipeline.h"
       "data/a.cpp|memory/layout.h"
       "memory/a.h|model/transformer.h"
       "model/a.cpp|data/pipeline.h"

@@ -6,7 +6,7 @@
 #include <span>
 
 #include "core/build_info.h"
-#include "core/kernels.h"
+#include "kernels/kernels.h"
 
 namespace pg {
 namespace {

@@ -32,7 +32,7 @@ struct TrainConfig {
   int64_t checkpoint_interval = 0;  // steps between checkpoints (0 = only at the end)
   int64_t threads = 0;              // OpenMP threads (0 = all allowed CPUs), pinned
   std::string out_dir = "runs/default";
-  // GEMM precision (core/gemm.h): "fp32", or "bf16" (report: BF16 autocast) = GEMM operands rounded to bf16 and
+  // GEMM precision (kernels/gemm.h): "fp32", or "bf16" (report: BF16 autocast) = GEMM operands rounded to bf16 and
   // accumulated in fp32; master weights, AdamW, norms, softmax, loss and the tables stay fp32. The config hash
   // leaves the key out at its default (sweep/spec.cpp), so fp32 runs keep their hashes.
   std::string precision = "fp32";

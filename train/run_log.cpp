@@ -11,7 +11,7 @@
 #include <type_traits>
 
 #include "core/build_info.h"
-#include "core/kernels.h"
+#include "kernels/kernels.h"
 #include "core/h5.h"
 
 namespace pg {

@@ -1,4 +1,4 @@
-// GEMM engine and SIMD math against scalar double references (core/gemm.h, model/simd.h).
+// GEMM engine and SIMD math against scalar double references (kernels/gemm.h, model/simd.h).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -6,7 +6,7 @@
 #include <random>
 #include <vector>
 
-#include "core/gemm.h"
+#include "kernels/gemm.h"
 #include "tests/test_util.h"
 #include "model/simd.h"
 
@@ -61,7 +61,7 @@ TEST(ModelGemm, PackedOperandWithOffsetsMatchesUnpacked) {
   std::vector<float> c1(M * nn), c2(M * nn);
   gemm::gemm_b(M, nn, kk, View{A.data(), K, 1}, op, k0, n0, c1.data(), nn, false);
   gemm::gemm(M, nn, kk, View{A.data(), K, 1}, View{B.data() + k0 * N + n0, N, 1}, c2.data(), nn, false);
-  // every element is one FMA chain over k (core/gemm.h): the packed and unpacked paths agree bit for bit
+  // every element is one FMA chain over k (kernels/gemm.h): the packed and unpacked paths agree bit for bit
   auto expect_same = [&](const std::vector<float>& x, const std::vector<float>& y) { EXPECT_EQ(x, y); };
   expect_same(c1, c2);
   // A pre-packed as well: rows [14, 14 + 30) of A, same k range

@@ -10,7 +10,7 @@
 #include <random>
 #include <vector>
 
-#include "core/gemm.h"
+#include "kernels/gemm.h"
 #include "model/layers.h"
 
 namespace pg {

@@ -1,4 +1,4 @@
-// BF16 mixed precision (train.precision: bf16, core/gemm.h): a bf16 run is bit-identical for 1 and 2 threads, and
+// BF16 mixed precision (train.precision: bf16, kernels/gemm.h): a bf16 run is bit-identical for 1 and 2 threads, and
 // it follows the fp32 run of the same config with every memory layout (50 steps of configs/tiny.yaml); the key is
 // checked like the others.
 #include <gtest/gtest.h>
@@ -12,7 +12,7 @@
 
 #include "core/error.h"
 #include "core/h5.h"
-#include "core/kernels.h"
+#include "kernels/kernels.h"
 #include "data/pipeline.h"
 #include "train/config.h"
 #include "train/trainer.h"
@@ -105,7 +105,7 @@ TEST_F(Bf16Train, FollowsFp32WithEveryLayout) {
   }
 }
 
-// The AMX order (core/gemm.h; PAGEGRAM_BF16=amx-emulated, the tiles' bits on any machine): its own bits, the same for
+// The AMX order (kernels/gemm.h; PAGEGRAM_BF16=amx-emulated, the tiles' bits on any machine): its own bits, the same for
 // 1 and 2 threads, and it follows fp32 within the same tolerances, for every layout.
 TEST_F(Bf16Train, AmxOrderFollowsFp32AndIsThreadIndependent) {
   struct Restore {

@@ -14,7 +14,7 @@
 
 #include "core/build_info.h"
 #include "core/h5.h"
-#include "core/kernels.h"
+#include "kernels/kernels.h"
 #include "data/pipeline.h"
 #include "train/checkpoint.h"
 #include "train/config.h"

@@ -1,6 +1,6 @@
 // Golden runs: 10 optimizer steps of configs/tiny.yaml (fixture corpus, d 64) with each memory layout, pinned bit
 // for bit in tests/fixtures/golden/<layout>.txt: the training loss of every step (hex floats), the held-out
-// loss, and a hash of every checkpoint dataset. The same files hold for every kernel ISA (core/kernels.h),
+// loss, and a hash of every checkpoint dataset. The same files hold for every kernel ISA (kernels/kernels.h),
 // so CI's second pass with PAGEGRAM_ISA=avx2 checks cross-ISA bit identity against the same numbers. A change
 // that moves a bit fails here and names the first step and the datasets that moved. After an intended change,
 // regenerate with PAGEGRAM_UPDATE_GOLDEN=1 (and say why in the commit).
@@ -16,7 +16,7 @@
 #include <sstream>
 
 #include "core/h5.h"
-#include "core/kernels.h"
+#include "kernels/kernels.h"
 #include "data/pipeline.h"
 #include "train/config.h"
 #include "train/trainer.h"

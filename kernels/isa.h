@@ -1,8 +1,8 @@
-// Instruction-set selection for the float kernels (core/kernels.h): detected from cpuid once per process,
+// Instruction-set selection for the float kernels (kernels/kernels.h): detected from cpuid once per process,
 // overridable with the environment variable PAGEGRAM_ISA (auto | avx2 | avx512). The whole project is compiled
 // for x86-64-v3 (AVX2 + FMA); the AVX-512 kernels live in their own translation unit and are only called
 // when the CPU has them. The fp32 kernels of every ISA give the same bits (same per-element summation order
-// and FMA use; tests/core/kernels_test.cpp pins this).
+// and FMA use; tests/kernels/kernels_test.cpp pins this).
 #pragma once
 #include <string>
 #include <vector>

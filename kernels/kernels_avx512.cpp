@@ -1,4 +1,4 @@
-// The AVX-512 kernel table (core/kernels.h): 14x32 broadcast-FMA GEMM micro-kernel (two zmm per row), packing
+// The AVX-512 kernel table (kernels/kernels.h): 14x32 broadcast-FMA GEMM micro-kernel (two zmm per row), packing
 // with 16x16 transposes, 16-lane element-wise math. Compiled for AVX-512 F/BW/DQ/VL by the target pragma
 // below (only this file); called only when the CPU has them. Everything this file defines is in its own
 // namespace, so no inline function compiled for AVX-512 can be picked by the linker for other code.
@@ -13,8 +13,8 @@
 #include <limits>
 #include <utility>
 
-#include "core/gemm.h"
-#include "core/kernels.h"
+#include "kernels/gemm.h"
+#include "kernels/kernels.h"
 
 #pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,bmi2")
 
@@ -272,7 +272,7 @@ double fma_probe_impl(int64_t iters) {
   return 2.0 * 16 * 12 * static_cast<double>(iters);
 }
 
-// ---- bf16 pieces (core/gemm.h's rounding in integer lanes; kernels_impl.inc uses them) ----
+// ---- bf16 pieces (kernels/gemm.h's rounding in integer lanes; kernels_impl.inc uses them) ----
 // Each lane's bf16 (RNE, NaN quiet, zero/denormal to signed zero) in its high half, the low half zero.
 inline __m512i round_bf16_hi(__m512i u) {
   const __m512i absu = _mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFFFF));
@@ -460,7 +460,7 @@ inline void split16(const uint32_t* p, V& even, V& odd) {
   odd = _mm512_castsi512_ps(_mm512_and_si512(w, _mm512_set1_epi32(static_cast<int>(0xFFFF0000u))));
 }
 
-#include "core/kernels_impl.inc"
+#include "kernels/kernels_impl.inc"
 
 }  // namespace
 

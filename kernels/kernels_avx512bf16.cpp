@@ -1,4 +1,4 @@
-// The VDPBF16PS micro-kernels of the bf16 GEMM (core/gemm.h, core/kernels.h): the 14x32 register blocking of the
+// The VDPBF16PS micro-kernels of the bf16 GEMM (kernels/gemm.h, kernels/kernels.h): the 14x32 register blocking of the
 // fp32 AVX-512 micro-kernel, one 32-bit broadcast of an A pair and one VDPBF16PS per row and 16 columns per k pair.
 // The only file compiled for AVX512_BF16 (target pragma below); used only when cpuid reports it (native_bf16).
 // GCC 12 reports false -W(maybe-)uninitialized inside its own AVX-512 intrinsics (_mm512_undefined_*).
@@ -10,8 +10,8 @@
 #include <cstdint>
 #include <utility>
 
-#include "core/gemm.h"
-#include "core/kernels.h"
+#include "kernels/gemm.h"
+#include "kernels/kernels.h"
 
 #pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16,avx2,fma,bmi2")
 

@@ -1,6 +1,6 @@
-// The AMX-BF16 product of the bf16 GEMM (core/gemm.h "AMX order", core/kernels.h): TDPBF16PS on 16 x 16 fp32 tiles,
+// The AMX-BF16 product of the bf16 GEMM (kernels/gemm.h "AMX order", kernels/kernels.h): TDPBF16PS on 16 x 16 fp32 tiles,
 // 2 x 2 tiles (32 rows x 32 columns of C) per block, k in groups of 16 pairs (a tile of A: 16 rows x 16 pairs; a
-// tile of B: 16 pair rows x 16 columns). The packed B panel (core/gemm.h PackedB, bf16: pair p of column j at word
+// tile of B: 16 pair rows x 16 columns). The packed B panel (kernels/gemm.h PackedB, bf16: pair p of column j at word
 // p * kNr + j) is already in the tile layout of B and is read in place (rows 128 bytes apart); A, packed in kMr-row
 // panels (pairs of one row kMr words apart), is laid out again per block as rows of contiguous pairs, zero-padded
 // to 32 rows and whole groups (kept for the whole width of C). Only the last group of a block can be partial: its B
@@ -9,7 +9,7 @@
 // One driver, two tile back ends: Hw (the instructions; this file's target pragma, run only after cpuid, XCR0 and
 // the kernel's tile permission said yes, see amx_bf16()) and Emu (the instruction as the SDM's pseudocode defines it,
 // AVX2 FMAs under MXCSR DAZ|FTZ, on tiles in memory): every machine runs the driver's packing, blocking and edges
-// through Emu (tests/core/bf16_test.cpp compares it with gemm_bf16_amx_reference bit for bit), and an AMX machine
+// through Emu (tests/kernels/bf16_test.cpp compares it with gemm_bf16_amx_reference bit for bit), and an AMX machine
 // checks the instructions against Emu at first use (self_check) before `auto` picks them.
 #include <immintrin.h>
 #include <sys/syscall.h>
@@ -25,9 +25,9 @@
 #include <vector>
 
 #include "core/error.h"
-#include "core/gemm.h"
-#include "core/isa.h"
-#include "core/kernels.h"
+#include "kernels/gemm.h"
+#include "kernels/isa.h"
+#include "kernels/kernels.h"
 
 #pragma GCC target("amx-tile,amx-bf16")
 
@@ -228,7 +228,7 @@ void block(const uint32_t* at, int64_t kpad, int64_t groups, int64_t full, const
     for (int64_t i = 0; i < mr; ++i) std::memcpy(c + i * ldc, cbuf + i * 32, nr * sizeof(float));
 }
 
-// The gemm_core16 contract (core/kernels.h): C (M x N) = [C +] A[:, ka0 : ka0+K] * B[kb0 : kb0+K, n0 : n0+N].
+// The gemm_core16 contract (kernels/kernels.h): C (M x N) = [C +] A[:, ka0 : ka0+K] * B[kb0 : kb0+K, n0 : n0+N].
 // Loops: k-blocks of kBlockK, row blocks of kBlockM (A laid out once per block), B panels, 32-row slices.
 template <class T>
 void core(int64_t M, int64_t N, int64_t K, const ASource& A, int64_t ka0, const float* bdata, int64_t b_kcap,
@@ -286,7 +286,7 @@ std::string request_tiles() {
 
 // Operands of one self-check product, packed by hand (no packer: they would ask for the active bf16 kernels,
 // which are being chosen): A pre-packed in kMr-row panels, B in kNr-column panels, C random. `special` mixes in
-// what the denormal rules act on (as tests/core/bf16_test.cpp's matrix()): values scaled by 2^-63 (products near
+// what the denormal rules act on (as tests/kernels/bf16_test.cpp's matrix()): values scaled by 2^-63 (products near
 // 2^-126, flushed by FTZ) and 2^-120, and denormals in C (DAZ on the accumulator read).
 struct CheckCase {
   int64_t M, N, K;

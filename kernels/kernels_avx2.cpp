@@ -1,4 +1,4 @@
-// The AVX2 + FMA kernel table (core/kernels.h). The GEMM shares the packed layout of the AVX-512 table
+// The AVX2 + FMA kernel table (kernels/kernels.h). The GEMM shares the packed layout of the AVX-512 table
 // (14-row A panels, 32-column B panels); its micro-kernel covers a 14x32 tile as two 16-column halves, each in
 // row chunks of at most 6 (14 = 5 + 5 + 4), so a chunk holds at most 12 ymm accumulators + 2 B vectors + 1
 // broadcast in the 16 ymm registers. The k range is taken in sub-blocks of 128 so that the six passes over a
@@ -12,8 +12,8 @@
 #include <limits>
 #include <utility>
 
-#include "core/gemm.h"
-#include "core/kernels.h"
+#include "kernels/gemm.h"
+#include "kernels/kernels.h"
 
 #pragma GCC target("avx2,fma,bmi2")
 
@@ -318,7 +318,7 @@ double fma_probe_impl(int64_t iters) {
   return 2.0 * 8 * 12 * static_cast<double>(iters);
 }
 
-// ---- bf16 pieces (core/gemm.h's rounding in integer lanes; kernels_impl.inc uses them) ----
+// ---- bf16 pieces (kernels/gemm.h's rounding in integer lanes; kernels_impl.inc uses them) ----
 // Each lane's bf16 (RNE, NaN quiet, zero/denormal to signed zero) in its high half, the low half zero.
 inline __m256i round_bf16_hi(__m256i u) {
   const __m256i absu = _mm256_and_si256(u, _mm256_set1_epi32(0x7FFFFFFF));
@@ -380,7 +380,7 @@ inline void split16(const uint32_t* p, V& even, V& odd) {
   odd = {_mm256_castsi256_ps(_mm256_and_si256(w0, hi)), _mm256_castsi256_ps(_mm256_and_si256(w1, hi))};
 }
 
-#include "core/kernels_impl.inc"
+#include "kernels/kernels_impl.inc"
 
 }  // namespace
 

@@ -1,8 +1,8 @@
-// The float kernels behind core/gemm and model/simd, one table per instruction set, chosen at run time
-// (core/isa.h). Each table is compiled in its own translation unit with its own target flags
-// (core/kernels_avx2.cpp, core/kernels_avx512.cpp); the rest of the project is compiled for x86-64-v3. The bf16
-// products have their own kernels beside them: VDPBF16PS micro-kernels (core/kernels_avx512bf16.cpp), each
-// table's emulation of them, and the AMX tile driver with its emulation (core/kernels_amx.cpp); see active_bf16.
+// The float kernels behind kernels/gemm and model/simd, one table per instruction set, chosen at run time
+// (kernels/isa.h). Each table is compiled in its own translation unit with its own target flags
+// (kernels/kernels_avx2.cpp, kernels/kernels_avx512.cpp); the rest of the project is compiled for x86-64-v3. The bf16
+// products have their own kernels beside them: VDPBF16PS micro-kernels (kernels/kernels_avx512bf16.cpp), each
+// table's emulation of them, and the AMX tile driver with its emulation (kernels/kernels_amx.cpp); see active_bf16.
 //
 // Every table computes the same bits: a GEMM output element is the sequential FMA chain over k
 // (c = fma(a_ik, b_kj, c), k = 0..K-1, starting from C or 0), whatever the register blocking; reductions
@@ -12,8 +12,8 @@
 #include <cstdint>
 #include <string>
 
-#include "core/gemm.h"
-#include "core/isa.h"
+#include "kernels/gemm.h"
+#include "kernels/isa.h"
 
 namespace pg::kern {
 
@@ -24,7 +24,7 @@ struct ASource {
   int64_t k_cap = 0, i0 = 0;
 };
 
-// A bf16 micro-kernel (core/gemm.h, bf16): C[0:MR, 0:nr] = [C +] the kp packed pairs of an A micro-panel (words
+// A bf16 micro-kernel (kernels/gemm.h, bf16): C[0:MR, 0:nr] = [C +] the kp packed pairs of an A micro-panel (words
 // kMr apart) times those of a B panel (words kNr apart); cn as for the fp32 micro-kernels (a prefetch hint).
 using Bf16Kernel = void (*)(int64_t kp, const uint32_t* ap, const uint32_t* bp, float* c, int64_t ldc, int64_t nr,
                             bool load_c, const float* cn);
@@ -41,13 +41,13 @@ struct Bf16Micro {
   bool mxcsr_daz_ftz;   // an emulation: packers convert in software; k[] run with MXCSR DAZ|FTZ set (the plain
                         // FMAs then round as VDPBF16PS does)
   Bf16Kernel k[gemm::kMr];  // k[MR - 1]: MR = 1..kMr rows (VDPBF16PS order; unused when core is set)
-  GemmCore16 core;      // AMX order (core/gemm.h): a whole product of its own (core/kernels_amx.cpp), else nullptr
+  GemmCore16 core;      // AMX order (kernels/gemm.h): a whole product of its own (kernels/kernels_amx.cpp), else nullptr
   Bf16Kernel kr[gemm::kMr];  // as k, with A's micro-panel in rows (kRowWords above); the same bits
 };
 
 struct Kernels {
   isa::Isa isa;
-  // core/gemm (packed layouts in core/gemm.h)
+  // kernels/gemm (packed layouts in kernels/gemm.h)
   void (*pack_a)(float* dst, gemm::View a, int64_t M, int64_t K, int64_t q0, int64_t q1);
   void (*pack_a_krange)(float* dst, gemm::View a, int64_t M, int64_t K, int64_t k0, int64_t k1);
   void (*pack_b)(float* dst, gemm::View b, int64_t K, int64_t N, int64_t q0, int64_t q1);
@@ -55,7 +55,7 @@ struct Kernels {
   // abuf: scratch of kMc * kKc floats for packing A (unused when A is pre-packed).
   void (*gemm_core)(int64_t M, int64_t N, int64_t K, const ASource& A, int64_t ka0, const float* bdata,
                     int64_t b_kcap, int64_t kb0, int64_t n0, float* c, int64_t ldc, bool accumulate, float* abuf);
-  // bf16 GEMM (core/gemm.h): the same packers writing bf16 pairs, and the blocked product with a micro-kernel set
+  // bf16 GEMM (kernels/gemm.h): the same packers writing bf16 pairs, and the blocked product with a micro-kernel set
   // (the table's emulation or the VDPBF16PS one); abuf as for gemm_core.
   void (*pack_a16)(float* dst, gemm::View a, int64_t M, int64_t K, int64_t q0, int64_t q1);
   void (*pack_a_krange16)(float* dst, gemm::View a, int64_t M, int64_t K, int64_t k0, int64_t k1);
@@ -78,13 +78,13 @@ struct Kernels {
   double (*fma_probe)(int64_t iters);
 };
 
-// The VDPBF16PS micro-kernels (core/kernels_avx512bf16.cpp); nullptr when the CPU lacks AVX512_BF16.
+// The VDPBF16PS micro-kernels (kernels/kernels_avx512bf16.cpp); nullptr when the CPU lacks AVX512_BF16.
 const Bf16Micro* native_bf16();
 // Peak probe of VDPBF16PS: `iters` rounds of independent chains on one thread; returns the FLOPs done (2 per bf16
 // product). Only call when native_bf16() is not null.
 double bf16_dot_probe(int64_t iters);
 
-// AMX-BF16 (core/kernels_amx.cpp; bits of gemm::gemm_bf16_amx_reference). Whether this process can use the tile
+// AMX-BF16 (kernels/kernels_amx.cpp; bits of gemm::gemm_bf16_amx_reference). Whether this process can use the tile
 // instructions: CPU, OS and the kernel's permission (requested at the first call), and a self-check of the
 // instructions against the SDM's model of TDPBF16PS (the emulation below) on one product.
 struct AmxStatus {
@@ -132,7 +132,7 @@ const char* active_name();
 //         AVX512_BF16, else the active table's emulation of VDPBF16PS (same bits as VDPBF16PS);
 //   native: VDPBF16PS (UserError without it); emulated: the active table's emulation of VDPBF16PS;
 //   amx: the tiles (UserError when not usable); amx-emulated: the AMX driver on emulated tiles (AMX bits anywhere).
-// The AMX order gives other bits than VDPBF16PS's (core/gemm.h): a bf16 run on an AMX machine under auto is
+// The AMX order gives other bits than VDPBF16PS's (kernels/gemm.h): a bf16 run on an AMX machine under auto is
 // reproducible there and with amx-emulated elsewhere; native or emulated give the VDPBF16PS bits everywhere.
 const Bf16Micro& active_bf16();
 // Chooses as PAGEGRAM_BF16 would (UserError for a choice this machine cannot run or an unknown name). Tests and
@@ -149,7 +149,7 @@ std::string run_kernels_name(bool bf16);
 namespace pg::kern {
 struct PeakResult {
   double fma_gflops = 0;    // independent FMA chains on every thread (the machine's fp32 FMA peak)
-  double gemm_gflops = 0;   // core/gemm on a training-sized product (M 1,024 per thread, K 192, N 768)
+  double gemm_gflops = 0;   // kernels/gemm on a training-sized product (M 1,024 per thread, K 192, N 768)
   double bf16_gflops = 0;   // VDPBF16PS chains on every thread (0 without AVX512_BF16)
   double bf16_gemm_gflops = 0;  // the same product in bf16 (gemm::Precision::bf16: the active bf16 kernels)
   double amx_gflops = 0;    // TDPBF16PS on every thread (0 where AMX is not usable)

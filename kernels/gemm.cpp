@@ -1,6 +1,6 @@
-// Implementation of core/gemm.h: the float path hands packing and the blocked product to the active kernel
-// table (core/kernels.h); the double path uses Eigen.
-#include "core/gemm.h"
+// Implementation of kernels/gemm.h: the float path hands packing and the blocked product to the active kernel
+// table (kernels/kernels.h); the double path uses Eigen.
+#include "kernels/gemm.h"
 
 #include <Eigen/Dense>
 #include <algorithm>
@@ -11,7 +11,7 @@
 #include <memory>
 
 #include "core/error.h"
-#include "core/kernels.h"
+#include "kernels/kernels.h"
 
 namespace pg::gemm {
 namespace {

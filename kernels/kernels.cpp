@@ -1,5 +1,5 @@
-// Implementation of the run-time selection in core/kernels.h.
-#include "core/kernels.h"
+// Implementation of the run-time selection in kernels/kernels.h.
+#include "kernels/kernels.h"
 
 #include <atomic>
 #include <cstdlib>

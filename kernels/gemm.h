@@ -1,5 +1,5 @@
 // Single-threaded fp32 GEMM engine (packed operands; AVX-512 or AVX2 micro-kernels chosen at run time, see
-// core/kernels.h) for the backbone and the memory readout, and the double path (Eigen) used by the
+// kernels/kernels.h) for the backbone and the memory readout, and the double path (Eigen) used by the
 // gradient-check instantiations.
 //
 // Every call is single-threaded: callers split work into fixed chunks (never by thread count), so a
@@ -16,7 +16,7 @@
 // this is one sequential FMA chain again, the same bits for the instruction and for its emulation (fp32 FMAs under
 // MXCSR DAZ|FTZ) on every ISA; gemm_bf16_reference is the scalar definition the tests compare against.
 //
-// AMX order (the AMX-BF16 kernels, core/kernels_amx.cpp; kern::active_bf16 says which order a run uses): TDPBF16PS
+// AMX order (the AMX-BF16 kernels, kernels/kernels_amx.cpp; kern::active_bf16 says which order a run uses): TDPBF16PS
 // as the Intel SDM defines it. The k pairs of a product are taken in groups of 16 from its first k (the last group
 // completed with zero pairs); per group an even chain e = fma(a[2p], b[2p], e) and an odd chain o = fma(a[2p+1],
 // b[2p+1], o), both from +0, then c = c + (e + o): every operation fp32 with DAZ, FTZ and round to nearest even.

@@ -1,5 +1,5 @@
-// Implementation of core/isa.h.
-#include "core/isa.h"
+// Implementation of kernels/isa.h.
+#include "kernels/isa.h"
 
 #include <fstream>
 #include <utility>

@@ -1,4 +1,4 @@
-// The kernel tables of every instruction set this CPU runs (core/kernels.h) give the same bits: GEMM in every
+// The kernel tables of every instruction set this CPU runs (kernels/kernels.h) give the same bits: GEMM in every
 // operand layout, with and without accumulation, pre-packed operands, partial tiles; element-wise math and
 // reductions on every tail length and on the edges of exp's range. On an AVX2-only machine the AVX2 table is
 // checked against a scalar model of the same operation order instead (fma chain per element).
@@ -11,10 +11,10 @@
 #include <vector>
 
 #include "core/error.h"
-#include "core/gemm.h"
+#include "kernels/gemm.h"
 #include "tests/test_util.h"
-#include "core/isa.h"
-#include "core/kernels.h"
+#include "kernels/isa.h"
+#include "kernels/kernels.h"
 
 namespace pg {
 namespace {

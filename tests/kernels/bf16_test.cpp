@@ -1,5 +1,5 @@
-// The bf16 GEMM (core/gemm.h): the instruction VDPBF16PS and the rounding VCVTNEPS2BF16 behave on this CPU as
-// core/gemm.h states (odd pair element first, DAZ in, FTZ out; RNE, NaN quiet, denormals to zero), and every bf16
+// The bf16 GEMM (kernels/gemm.h): the instruction VDPBF16PS and the rounding VCVTNEPS2BF16 behave on this CPU as
+// kernels/gemm.h states (odd pair element first, DAZ in, FTZ out; RNE, NaN quiet, denormals to zero), and every bf16
 // kernel (VDPBF16PS, the emulation of every ISA this CPU runs) gives the bits of the scalar reference
 // gemm_bf16_reference in every operand layout, with pre-packed operands and k sub-ranges, with accumulation into
 // a C holding denormals, on data whose products cross the denormal range.
@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "core/error.h"
-#include "core/gemm.h"
-#include "core/isa.h"
-#include "core/kernels.h"
+#include "kernels/gemm.h"
+#include "kernels/isa.h"
+#include "kernels/kernels.h"
 #include "tests/test_util.h"
 
 namespace pg {
@@ -55,7 +55,7 @@ __attribute__((target("avx512f,avx512bf16,avx512vl"))) uint16_t vcvtneps2bf16(fl
 using cpu_avx512bf16_impl::vcvtneps2bf16;
 using cpu_avx512bf16_impl::vdpbf16ps;
 
-// The semantics core/gemm.h states, in scalar code (software DAZ/FTZ, no MXCSR).
+// The semantics kernels/gemm.h states, in scalar code (software DAZ/FTZ, no MXCSR).
 float flush(float x) { return std::fabs(x) < std::numeric_limits<float>::min() ? std::copysign(0.0f, x) : x; }
 float dp_model(float acc, uint32_t a, uint32_t b) {
   auto lo = [](uint32_t w) { return flush(gemm::from_bf16(static_cast<uint16_t>(w))); };
