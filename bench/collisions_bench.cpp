@@ -4,7 +4,8 @@
 // statistics are serial). Prints the median ms per step of: n-gram keys, the copy of addresses (add), and
 // finish() with and without owner tracking.
 //   bench_collisions_bench [--layout pagegram|engram|flat] [--target P] [--windows B] [--context T] [--steps S]
-//   bench_collisions_bench --config configs/regime.yaml [--steps S] [--set key=value ...]   # the real train store and the trainer's
+//   bench_collisions_bench --config configs/regime.yaml [--steps S] [--set key=value ...]   # the real train store and
+//   the trainer's
 //       window sampler (memory section and batch from the config): the owner memory of a whole run
 // The statistics' cost inside training is printed by `pagegram bench train` (and stored in the run log's summary).
 #include <algorithm>
@@ -63,11 +64,13 @@ int main(int argc, char** argv) {
       st = counter.finish();
       t_stats += t.seconds();
       if ((s + 1) % 50 == 0 || s + 1 == steps)
-        std::printf("step %ld: owner memory %.1f MiB; %.2f ms per step; o2/h0 foreign_step %.3f foreign_owner %.3f, "
-                    "o3/h0 %.3f %.3f\n",
-                    long(s + 1), static_cast<double>(counter.owner_bytes()) / 1048576.0, 1e3 * t_stats / static_cast<double>(s + 1),
-                    st.foreign_step[0], st.foreign_owner[0], st.foreign_step[static_cast<size_t>(l->heads_per_order())],
-                    st.foreign_owner[static_cast<size_t>(l->heads_per_order())]);
+        std::printf(
+            "step %ld: owner memory %.1f MiB; %.2f ms per step; o2/h0 foreign_step %.3f foreign_owner %.3f, "
+            "o3/h0 %.3f %.3f\n",
+            long(s + 1), static_cast<double>(counter.owner_bytes()) / 1048576.0,
+            1e3 * t_stats / static_cast<double>(s + 1), st.foreign_step[0], st.foreign_owner[0],
+            st.foreign_step[static_cast<size_t>(l->heads_per_order())],
+            st.foreign_owner[static_cast<size_t>(l->heads_per_order())]);
     }
     return 0;
   }
@@ -106,16 +109,17 @@ int main(int argc, char** argv) {
       t_finish.push_back(t.seconds() * 1e3);
       if (s + 1 == steps)
         std::printf("%s owners %-3s: last step foreign_step o2/h0 %.3f, foreign_owner %.3f, distinct %ld / %ld\n",
-                    layout.c_str(), owners ? "on" : "off", st.foreign_step[0], st.foreign_owner[0], long(st.distinct[0]),
-                    long(st.lookups[0]));
+                    layout.c_str(), owners ? "on" : "off", st.foreign_step[0], st.foreign_owner[0],
+                    long(st.distinct[0]), long(st.lookups[0]));
     }
     auto med = [](std::vector<double> v) {
       std::sort(v.begin(), v.end());
       return v[v.size() / 2];
     };
-    std::printf("%s owners %-3s: %ld positions/step, %ld rows: keys %.2f ms  add %.2f ms  finish %.2f ms  (median of %ld "
-                "steps); owner memory %.1f MiB\n",
-                layout.c_str(), owners ? "on" : "off", long(B * T), long(l->rows()), med(t_keys), med(t_add),
-                med(t_finish), long(steps), static_cast<double>(counter.owner_bytes()) / 1048576.0);
+    std::printf(
+        "%s owners %-3s: %ld positions/step, %ld rows: keys %.2f ms  add %.2f ms  finish %.2f ms  (median of %ld "
+        "steps); owner memory %.1f MiB\n",
+        layout.c_str(), owners ? "on" : "off", long(B * T), long(l->rows()), med(t_keys), med(t_add), med(t_finish),
+        long(steps), static_cast<double>(counter.owner_bytes()) / 1048576.0);
   }
 }

@@ -101,10 +101,8 @@ int main(int argc, char** argv) {
       const pg::ThreadInfo info = pg::setup_threads(nt, true);
       model.zero_grads();
       auto call = [&] {
-        if (forward_only)
-          model.forward_loss(windows.data(), sh.micro_batch);
-        else
-          model.forward_backward(windows.data(), sh.micro_batch, 1.0f);
+        if (forward_only) model.forward_loss(windows.data(), sh.micro_batch);
+        else model.forward_backward(windows.data(), sh.micro_batch, 1.0f);
       };
       call();  // warm-up: first touch of thread-local scratch
       std::vector<double> t;

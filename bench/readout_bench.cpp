@@ -105,7 +105,8 @@ int main(int argc, char** argv) {
   std::printf("|---:|---:|---:|---:|---:|---:|\n");
   for (int t : threads) {
     const pg::ThreadInfo ts = pg::setup_threads(t);
-    const double f = median_ms(iters, [&] { pg::readout::project_forward(e.data(), u.data(), wv.data(), N, C, D, scratch); });
+    const double f =
+        median_ms(iters, [&] { pg::readout::project_forward(e.data(), u.data(), wv.data(), N, C, D, scratch); });
     const double b = median_ms(iters, [&] {
       pg::readout::project_backward(du.data(), false, dw.data(), de.data(), u.data(), wv.data(), N, C, D, scratch);
     });
@@ -119,8 +120,8 @@ int main(int argc, char** argv) {
     acc.add(g);
     const double up = median_ms(iters, [&] { opt.update(table.data(), acc.rows(), acc.values(), ++step); });
     acc.clear();
-    std::printf("| %d%s | %.2f (%.0f) | %.2f (%.0f) | %.2f | %.2f | %.2f |\n", ts.threads, ts.pinned ? " pinned" : "", f,
-                gflop / (f / 1e3), b, 2 * gflop / (b / 1e3), ga, sg, up);
+    std::printf("| %d%s | %.2f (%.0f) | %.2f (%.0f) | %.2f | %.2f | %.2f |\n", ts.threads, ts.pinned ? " pinned" : "",
+                f, gflop / (f / 1e3), b, 2 * gflop / (b / 1e3), ga, sg, up);
   }
   return 0;
 }

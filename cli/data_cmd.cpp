@@ -51,7 +51,8 @@ void register_data_commands(CLI::App& app) {
   }
   {
     static DataArgs a;
-    CLI::App* c = data_cmd->add_subcommand("tokenizer", "train the sentencepiece tokenizer (cached by config + corpus)");
+    CLI::App* c =
+        data_cmd->add_subcommand("tokenizer", "train the sentencepiece tokenizer (cached by config + corpus)");
     add_config_options(c, a);
     c->callback([] {
       ExperimentConfig cfg = load_experiment(a.config, a.sets);
@@ -83,7 +84,8 @@ void register_data_commands(CLI::App& app) {
                   (unsigned long long)ds.train->n_docs());
       std::printf("held-out    %llu tokens, %llu docs\n", (unsigned long long)ds.heldout->n_tokens(),
                   (unsigned long long)ds.heldout->n_docs());
-      std::printf("validation  %lld windows of %lld tokens\n", (long long)val.count(), (long long)cfg.model.context + 1);
+      std::printf("validation  %lld windows of %lld tokens\n", (long long)val.count(),
+                  (long long)cfg.model.context + 1);
       std::printf("test stream %llu tokens\n", (unsigned long long)test.size());
     });
   }

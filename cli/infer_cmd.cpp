@@ -19,16 +19,21 @@ namespace pg::cli {
 namespace {
 void add_engine_options(CLI::App* c, EngineOptions& o, std::string& cache, int64_t& threads) {
   c->add_option("--checkpoint", o.checkpoint, "checkpoint.h5 of a run")->required();
-  c->add_option("--table", o.table, "the memory table as an exported .pgt file (default: the checkpoint's fp32 table in RAM)");
-  c->add_option("--table-mode", o.table_mode, "how --table is read: mmap, mmap-warm (every page read at load) or direct "
+  c->add_option("--table", o.table,
+                "the memory table as an exported .pgt file (default: the checkpoint's fp32 table in RAM)");
+  c->add_option("--table-mode", o.table_mode,
+                "how --table is read: mmap, mmap-warm (every page read at load) or direct "
                 "(O_DIRECT + io_uring, with --cache)")
       ->capture_default_str();
   c->add_option("--cache", cache, "direct: LRU page cache size, e.g. 1GiB (0 = none: every lookup reads the disk)")
       ->capture_default_str();
-  c->add_option("--batch", o.max_batch, "rows per forward: sessions decoded together, prefill chunk")->capture_default_str();
-  c->add_flag("--no-overlap", [&o](int64_t) { o.overlap = false; },
-              "read the table rows before the forward instead of beside the blocks before the first injection");
-  c->add_option("--threads", threads, "threads (0 = all allowed CPUs, pinned)")->check(CLI::Range(int64_t{0}, int64_t{1024}));
+  c->add_option("--batch", o.max_batch, "rows per forward: sessions decoded together, prefill chunk")
+      ->capture_default_str();
+  c->add_flag(
+      "--no-overlap", [&o](int64_t) { o.overlap = false; },
+      "read the table rows before the forward instead of beside the blocks before the first injection");
+  c->add_option("--threads", threads, "threads (0 = all allowed CPUs, pinned)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1024}));
 }
 }  // namespace
 
@@ -40,11 +45,14 @@ void register_infer_commands(CLI::App& app) {
     static double temperature = 0.8;
     static uint64_t seed = 0;
     static bool ids = false;
-    CLI::App* c = app.add_subcommand("generate", "generate text from a trained model, its memory table in RAM or on disk");
+    CLI::App* c =
+        app.add_subcommand("generate", "generate text from a trained model, its memory table in RAM or on disk");
     add_engine_options(c, o, cache, threads);
     c->add_option("--prompt", prompt, "prompt text");
     c->add_option("--prompt-file", prompt_file, "prompt text from a file");
-    c->add_option("--max-tokens", max_tokens, "tokens to generate")->capture_default_str()->check(CLI::Range(int64_t{0}, int64_t{1000000}));
+    c->add_option("--max-tokens", max_tokens, "tokens to generate")
+        ->capture_default_str()
+        ->check(CLI::Range(int64_t{0}, int64_t{1000000}));
     c->add_option("--temperature", temperature, "sampling temperature (0 = greedy)")->capture_default_str();
     c->add_option("--top-k", top_k, "sample among the k most likely tokens (0 = all)")->capture_default_str();
     c->add_option("--seed", seed, "sampling seed")->capture_default_str();
@@ -53,7 +61,8 @@ void register_infer_commands(CLI::App& app) {
     c->add_flag("--ignore-eos", ignore_eos,
                 "go on past an end-of-document token (default: stop there, as a document ends in training)");
     c->callback([] {
-      if (prompt.empty() == prompt_file.empty()) throw UserError("generate: give exactly one of --prompt or --prompt-file");
+      if (prompt.empty() == prompt_file.empty())
+        throw UserError("generate: give exactly one of --prompt or --prompt-file");
       std::string text = prompt;
       if (!prompt_file.empty()) {
         text = read_file_bounded(prompt_file, size_t{4} << 20, "--prompt-file");  // 4 MiB: far past any context
@@ -86,13 +95,15 @@ void register_infer_commands(CLI::App& app) {
                    st.decode_seconds, st.decode_tokens / std::max(st.decode_seconds, 1e-9));
       if (TableSource* src = e->source()) {
         const TableReadStats& r = src->stats();
-        std::fprintf(stderr, "; table %s: %.2f block reads per token (%s read from the device per token), %.2f blocks "
-                     "accessed per token; reads %.3f s, of which the forward waited %.3f s (%s)",
-                     src->describe().c_str(), r.reads_per_position(),
-                     r.device_bytes < 0 ? "bytes unknown" : format_bytes(static_cast<int64_t>(r.bytes_per_position())).c_str(),
-                     r.positions ? static_cast<double>(r.block_accesses) / static_cast<double>(r.positions) : 0.0,
-                     r.io_seconds, st.memory_wait_seconds,
-                     e->overlaps() ? "overlapping the blocks before the first injection" : "read before the forward");
+        std::fprintf(
+            stderr,
+            "; table %s: %.2f block reads per token (%s read from the device per token), %.2f blocks "
+            "accessed per token; reads %.3f s, of which the forward waited %.3f s (%s)",
+            src->describe().c_str(), r.reads_per_position(),
+            r.device_bytes < 0 ? "bytes unknown" : format_bytes(static_cast<int64_t>(r.bytes_per_position())).c_str(),
+            r.positions ? static_cast<double>(r.block_accesses) / static_cast<double>(r.positions) : 0.0, r.io_seconds,
+            st.memory_wait_seconds,
+            e->overlaps() ? "overlapping the blocks before the first injection" : "read before the forward");
       }
       std::fprintf(stderr, "\n");
     });
@@ -101,7 +112,8 @@ void register_infer_commands(CLI::App& app) {
     static EngineOptions o;
     static std::string cache = "0";
     static int64_t threads = 0;
-    CLI::App* c = app.add_subcommand("serve", "serve generation sessions over a line protocol on stdin/stdout (infer/serve.h)");
+    CLI::App* c =
+        app.add_subcommand("serve", "serve generation sessions over a line protocol on stdin/stdout (infer/serve.h)");
     c->footer(
         "Protocol: one request per line, one reply line per request (docs/serving.md):\n"
         "  open [seed=N] [temperature=X] [top_k=K]      -> ok <session>\n"
@@ -130,12 +142,15 @@ void register_infer_commands(CLI::App& app) {
     static int64_t threads = 0;
     g.table_dir = "runs/bench_generate";
     CLI::App* bench = app.get_subcommand("bench");
-    CLI::App* c = bench->add_subcommand("generate", "generation speed with the table in RAM, on disk cold and behind a "
-                                                    "page cache, several models side by side (infer/bench.h)");
-    c->add_option("--checkpoint", g.checkpoints, "trained model (repeatable); its table is exported as NF4 into --table-dir");
+    CLI::App* c = bench->add_subcommand("generate",
+                                        "generation speed with the table in RAM, on disk cold and behind a "
+                                        "page cache, several models side by side (infer/bench.h)");
+    c->add_option("--checkpoint", g.checkpoints,
+                  "trained model (repeatable); its table is exported as NF4 into --table-dir");
     c->add_option("--config", g.configs, "or an experiment config (repeatable): random model and random NF4 table");
     c->add_option("--set", g.config_sets, "override a key of every --config (repeatable)");
-    c->add_option("--table-dir", g.table_dir, "where the table files go (on a disk: O_DIRECT needs one)")->capture_default_str();
+    c->add_option("--table-dir", g.table_dir, "where the table files go (on a disk: O_DIRECT needs one)")
+        ->capture_default_str();
     c->add_option("--source", g.sources, "table sources: ram, mmap, direct:<cache> (e.g. direct:0, direct:1GiB)")
         ->delimiter(',')
         ->capture_default_str();
@@ -143,13 +158,16 @@ void register_infer_commands(CLI::App& app) {
     c->add_option("--decode-tokens", g.decode_tokens, "decode steps of one session")->capture_default_str();
     c->add_option("--sessions", g.sessions, "sessions decoded as one batch")->capture_default_str();
     static std::string synthetic;
-    c->add_option("--synthetic-params", synthetic, "with --checkpoint: serve each trained table from a synthetic file "
+    c->add_option("--synthetic-params", synthetic,
+                  "with --checkpoint: serve each trained table from a synthetic file "
                   "of this many parameters (e.g. 20e9: the trained rows spread over a full-size table)");
     c->add_option("--batch-steps", g.batch_steps, "decode steps of the batch")->capture_default_str();
-    c->add_flag("--no-overlap", [](int64_t) { g.overlap = false; },
-                "read the table rows before the forward instead of beside the blocks before the first injection");
+    c->add_flag(
+        "--no-overlap", [](int64_t) { g.overlap = false; },
+        "read the table rows before the forward instead of beside the blocks before the first injection");
     c->add_option("--seed", g.seed, "sampling and prompt seed")->capture_default_str();
-    c->add_option("--threads", threads, "threads (0 = all allowed CPUs, pinned)")->check(CLI::Range(int64_t{0}, int64_t{1024}));
+    c->add_option("--threads", threads, "threads (0 = all allowed CPUs, pinned)")
+        ->check(CLI::Range(int64_t{0}, int64_t{1024}));
     c->callback([] {
       setup_threads(static_cast<int>(threads));
       if (!synthetic.empty()) g.synthetic_params = parse_count(synthetic, "--synthetic-params");

@@ -26,8 +26,8 @@ int fail(int code, const std::string& line) {
   if (w.size > 1) {
     if (w.rank != 0) ::sleep(1);
     // One write: the ranks share the terminal (or pipe), and a line must not be cut by another rank's output.
-    const std::string msg = line + " [rank " + std::to_string(w.rank) + " of " + std::to_string(w.size) +
-                            "; ending every rank]\n";
+    const std::string msg =
+        line + " [rank " + std::to_string(w.rank) + " of " + std::to_string(w.size) + "; ending every rank]\n";
     if (::write(STDERR_FILENO, msg.data(), msg.size()) < 0) {
       // nothing more to do: the abort below still ends every rank
     }

@@ -40,9 +40,11 @@ void add_stream_options(CLI::App* c, StreamArgs& a, int64_t default_tokens, cons
                         const std::string& default_split = "test") {
   a.tokens = default_tokens;
   a.split = default_split;
-  c->add_option("--config", a.config, "experiment config YAML (data, tokenizer, model and memory sections)")->required();
+  c->add_option("--config", a.config, "experiment config YAML (data, tokenizer, model and memory sections)")
+      ->required();
   c->add_option("--set", a.sets, "override a key: --set memory.slots=15 (repeatable)");
-  c->add_option("--split", a.split, "token stream: test (held-out after the validation tokens), validation, heldout, train")
+  c->add_option("--split", a.split,
+                "token stream: test (held-out after the validation tokens), validation, heldout, train")
       ->capture_default_str()
       ->check(CLI::IsMember({"test", "validation", "heldout", "train"}));
   c->add_option("--tokens", a.tokens, tokens_help)->capture_default_str();
@@ -68,16 +70,18 @@ Loaded load_stream(const StreamArgs& a) {
   l.stream = std::move(s.stream);
   l.stream_desc = std::move(s.desc);
   const uint64_t n = static_cast<uint64_t>(l.stream.size());
-  std::fprintf(stderr, "[eval] %s (%llu tokens%s), read in %.1f s\n", l.stream_desc.c_str(),
-               static_cast<unsigned long long>(n),
-               a.tokens > 0 && static_cast<uint64_t>(a.tokens) > s.available ? str(", all ", s.available, " available").c_str() : "",
-               t.seconds());
+  std::fprintf(
+      stderr, "[eval] %s (%llu tokens%s), read in %.1f s\n", l.stream_desc.c_str(), static_cast<unsigned long long>(n),
+      a.tokens > 0 && static_cast<uint64_t>(a.tokens) > s.available ? str(", all ", s.available, " available").c_str()
+                                                                    : "",
+      t.seconds());
   return l;
 }
 
 // The layout `spec` of the config's memory section (params > 0: that many parameters), with Engram-faithful hashing
 // from the dataset's tokenizer when the config asks for it.
-std::unique_ptr<MemoryLayout> layout_of(const ExperimentConfig& cfg, const FlashLayoutSpec& spec, const data::DataSet* ds) {
+std::unique_ptr<MemoryLayout> layout_of(const ExperimentConfig& cfg, const FlashLayoutSpec& spec,
+                                        const data::DataSet* ds) {
   return make_storage_layout(cfg.memory, cfg.model.d_model, spec, 0,
                              ds && ds->tokenizer ? ds->tokenizer->pieces() : std::vector<std::string>{});
 }
@@ -200,9 +204,14 @@ void register_export(CLI::App& app) {
   c->callback([] {
     check_output_path(out, "pagegram-table", force, "--out");
     setup_threads(static_cast<int>(threads));
-    TableExportOptions o{.checkpoint = checkpoint, .config = config, .sets = sets, .fill = fill,
-                         .quantization = parse_quantization(format), .eval_windows = eval_windows,
-                         .verify = !no_verify, .info = {{"revision", build::kRevision}, {"command", cmdline()}},
+    TableExportOptions o{.checkpoint = checkpoint,
+                         .config = config,
+                         .sets = sets,
+                         .fill = fill,
+                         .quantization = parse_quantization(format),
+                         .eval_windows = eval_windows,
+                         .verify = !no_verify,
+                         .info = {{"revision", build::kRevision}, {"command", cmdline()}},
                          .synthetic_params = synthetic.empty() ? 0.0 : parse_count(synthetic, "--synthetic-params")};
     const TableExportResult r = export_table(o, out);
     const TableFileHeader& h = r.header;
@@ -227,7 +236,9 @@ void register_flashsim(CLI::App& app) {
   CLI::App* c = app.add_subcommand(
       "flashsim", "flash reads per token under an exact LRU page cache, per layout, table size and cache (Table 6)");
   add_stream_options(c, a, 20000000, "stream tokens (0 = the whole split; report: 20M)");
-  c->add_option("--sizes", sizes, "table sizes in parameters (4-bit NF4 on flash)")->delimiter(',')->capture_default_str();
+  c->add_option("--sizes", sizes, "table sizes in parameters (4-bit NF4 on flash)")
+      ->delimiter(',')
+      ->capture_default_str();
   c->add_option("--caches", caches, "LRU page cache sizes (0 = none)")->delimiter(',')->capture_default_str();
   c->add_option("--layouts", layouts, "flat, engram, pagegram (config's slots) or pagegram:S")
       ->delimiter(',')
@@ -265,7 +276,8 @@ void register_iobench(CLI::App& app) {
   CLI::App* c = app.add_subcommand(
       "iobench", "O_DIRECT 4 KiB table lookups through io_uring with N reads in flight, on real table files (Fig. 4b)");
   add_stream_options(c, a, 200000, "lookups (stream tokens) per run at most");
-  c->add_option("--size", size, "table size in parameters (NF4 file of ~0.53 B/param; report: 20e9)")->capture_default_str();
+  c->add_option("--size", size, "table size in parameters (NF4 file of ~0.53 B/param; report: 20e9)")
+      ->capture_default_str();
   c->add_option("--layouts", layouts, "flat, engram, pagegram (config's slots) or pagegram:S")
       ->delimiter(',')
       ->capture_default_str();
@@ -293,20 +305,22 @@ void register_iobench(CLI::App& app) {
     ic.keep = keep;
     ic.layouts = parse_layouts(layouts, l.cfg.memory.slots);
     MemoryConfig engram = l.cfg.memory;  // the vocabulary of an engram table (nullptr unless one is faithful)
-    engram.layout = std::any_of(ic.layouts.begin(), ic.layouts.end(), [](const FlashLayoutSpec& x) {
-      return x.layout == "engram";
-    }) ? "engram" : "none";
+    engram.layout =
+        std::any_of(ic.layouts.begin(), ic.layouts.end(), [](const FlashLayoutSpec& x) { return x.layout == "engram"; })
+            ? "engram"
+            : "none";
     const auto vocab = engram_vocab(engram, l.ds.tokenizer ? l.ds.tokenizer->pieces() : std::vector<std::string>{});
     ic.vocab = vocab.get();
-    const IoBenchSuiteResult suite = run_iobench_suite(ic, l.stream, [](const std::string& line) {
-      std::fprintf(stderr, "%s\n", line.c_str());
-    });
+    const IoBenchSuiteResult suite =
+        run_iobench_suite(ic, l.stream, [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); });
     const std::string& d = ic.dir;
     const std::vector<std::string>& created = suite.created;
     const std::vector<IoBenchResult>& results = suite.results;
     const std::string disk = describe_disk(d);
     std::printf("table files of %s params (%s on %s)%s\n", format_count(params).c_str(), d.c_str(), disk.c_str(),
-                keep ? ", kept" : created.empty() ? ", reused" : ", removed");
+                keep              ? ", kept"
+                : created.empty() ? ", reused"
+                                  : ", removed");
     std::printf("%s", format_iobench_table(results).c_str());
     if (!out.empty()) {
       auto attrs = run_attrs(cmdline(), &l);

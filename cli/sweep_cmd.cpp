@@ -44,20 +44,25 @@ void register_sweep_commands(CLI::App& app) {
     static int64_t parallel = 0;
     static bool dry_run = false, commit = false, allow_mixed_data = false;
     static int nice = -1;
-    CLI::App* c = sweep->add_subcommand("run", "run every unfinished run of a sweep (finished runs are skipped, "
-                                               "interrupted ones resume from their checkpoints)");
+    CLI::App* c = sweep->add_subcommand("run",
+                                        "run every unfinished run of a sweep (finished runs are skipped, "
+                                        "interrupted ones resume from their checkpoints)");
     c->add_option("SPEC", spec_path, "sweep file (experiments/*/sweep.yaml)")->required();
-    c->add_option("--parallel", parallel, "runs at a time (default: the sweep's 'parallel'); threads per run = cores / N");
+    c->add_option("--parallel", parallel,
+                  "runs at a time (default: the sweep's 'parallel'); threads per run = cores / N");
     c->add_flag("--dry-run", dry_run, "list the runs, their hashes and what would be done; write nothing");
     c->add_option("--pagegram", binary, "pagegram binary for the runs (default: this one)");
-    c->add_option("--nice", nice, "run in the background at this priority (0-19; its runs too): nice and, where the "
-                                  "kernel schedules by session (autogroup) and the sweep was started with setsid, its "
-                                  "session's nice, so benchmarks and builds beside it keep their speed")
+    c->add_option("--nice", nice,
+                  "run in the background at this priority (0-19; its runs too): nice and, where the "
+                  "kernel schedules by session (autogroup) and the sweep was started with setsid, its "
+                  "session's nice, so benchmarks and builds beside it keep their speed")
         ->check(CLI::Range(0, 19));
-    c->add_option("--only", only, "run only the runs whose name matches this shell pattern, e.g. '*-s[012]' or "
-                                  "'pagegram_s*' (repeatable; default: every run)");
-    c->add_flag("--commit", commit, "git-commit each run's record as the run finishes (that file alone, so a sweep "
-                                    "resumes from the repository on any machine; other staged changes stay out)");
+    c->add_option("--only", only,
+                  "run only the runs whose name matches this shell pattern, e.g. '*-s[012]' or "
+                  "'pagegram_s*' (repeatable; default: every run)");
+    c->add_flag("--commit", commit,
+                "git-commit each run's record as the run finishes (that file alone, so a sweep "
+                "resumes from the repository on any machine; other staged changes stay out)");
     c->add_flag("--allow-mixed-data", allow_mixed_data,
                 "run even when the sweep's finished runs (their logs or records) name another corpus build than the "
                 "one prepared here (refused by default: the new runs would train on other windows)");
@@ -92,8 +97,9 @@ void register_sweep_commands(CLI::App& app) {
   }
   {
     static std::string spec_path;
-    CLI::App* c = sweep->add_subcommand("prepare", "build (or find cached) the tokenizer and token stores every run "
-                                                   "needs, once per distinct data + tokenizer section");
+    CLI::App* c = sweep->add_subcommand("prepare",
+                                        "build (or find cached) the tokenizer and token stores every run "
+                                        "needs, once per distinct data + tokenizer section");
     c->add_option("SPEC", spec_path, "sweep file")->required();
     c->callback([] {
       SweepSpec spec = load_sweep(spec_path);
@@ -102,8 +108,9 @@ void register_sweep_commands(CLI::App& app) {
   }
   {
     static std::string spec_path;
-    CLI::App* c = sweep->add_subcommand("status", "one line per run: state (pending / partial / running / finished / "
-                                                  "diverged / failed), steps, checkpoint, final held-out loss");
+    CLI::App* c = sweep->add_subcommand("status",
+                                        "one line per run: state (pending / partial / running / finished / "
+                                        "diverged / failed), steps, checkpoint, final held-out loss");
     c->add_option("SPEC", spec_path, "sweep file")->required();
     c->callback([] {
       SweepSpec spec = load_sweep(spec_path);
@@ -112,8 +119,9 @@ void register_sweep_commands(CLI::App& app) {
   }
   {
     static std::string spec_path;
-    CLI::App* c = sweep->add_subcommand("record", "write the compact record (<sweep dir>/records/<run>-<hash>.json) of "
-                                                  "every finished or diverged run directory; records are committed");
+    CLI::App* c = sweep->add_subcommand("record",
+                                        "write the compact record (<sweep dir>/records/<run>-<hash>.json) of "
+                                        "every finished or diverged run directory; records are committed");
     c->add_option("SPEC", spec_path, "sweep file")->required();
     c->callback([] {
       SweepSpec spec = load_sweep(spec_path);
@@ -126,9 +134,10 @@ void register_sweep_commands(CLI::App& app) {
   {
     static std::string spec_path;
     static SlurmOptions opt;
-    CLI::App* c = sweep->add_subcommand("slurm", "write the runs' config.yaml files, <out_dir>/runs.txt and a Slurm "
-                                                 "job-array script (one array task per run; --missing: only the "
-                                                 "unfinished runs)");
+    CLI::App* c = sweep->add_subcommand("slurm",
+                                        "write the runs' config.yaml files, <out_dir>/runs.txt and a Slurm "
+                                        "job-array script (one array task per run; --missing: only the "
+                                        "unfinished runs)");
     c->add_option("SPEC", spec_path, "sweep file")->required();
     c->add_option("--out", opt.script, "job script to write (submit it with sbatch)")->required();
     c->add_option("--partition", opt.partition, "Slurm partition (default: the cluster's)");
@@ -136,9 +145,10 @@ void register_sweep_commands(CLI::App& app) {
     c->add_option("--cpus", opt.cpus, "CPUs per task (= train.threads)")->capture_default_str();
     c->add_option("--mem", opt.mem, "memory per task, e.g. 8G (default: not set)");
     c->add_option("--pagegram", opt.binary, "pagegram binary on the cluster (default: this one)");
-    c->add_flag("--missing", opt.missing, "array tasks only for the runs not finished (pending, partial, failed): "
-                                          "resubmits failed, cancelled or timed-out tasks; finished, diverged, "
-                                          "recorded and running runs are left out");
+    c->add_flag("--missing", opt.missing,
+                "array tasks only for the runs not finished (pending, partial, failed): "
+                "resubmits failed, cancelled or timed-out tasks; finished, diverged, "
+                "recorded and running runs are left out");
     c->add_flag("--allow-mixed-data", opt.allow_mixed_data,
                 "write the script even when the sweep's finished runs name another corpus build than the one "
                 "prepared here (refused by default, as `sweep run`)");
@@ -182,8 +192,9 @@ void register_sweep_commands(CLI::App& app) {
   {
     static std::string spec_path;
     static std::vector<std::string> from;
-    CLI::App* c = sweep->add_subcommand("collect", "copy finished runs with the same name and config hash from other "
-                                                   "machines' directories into this sweep's out_dir");
+    CLI::App* c = sweep->add_subcommand("collect",
+                                        "copy finished runs with the same name and config hash from other "
+                                        "machines' directories into this sweep's out_dir");
     c->add_option("SPEC", spec_path, "sweep file")->required();
     c->add_option("--from", from, "a directory holding run directories (repeatable)")->required();
     c->callback([] {
@@ -199,8 +210,9 @@ void register_sweep_commands(CLI::App& app) {
   }
   {
     static std::string dir;
-    CLI::App* c = sweep->add_subcommand("finished", "exit 0 when RUN_DIR/log.h5 says finished, 1 otherwise "
-                                                    "(used by the Slurm script)");
+    CLI::App* c = sweep->add_subcommand("finished",
+                                        "exit 0 when RUN_DIR/log.h5 says finished, 1 otherwise "
+                                        "(used by the Slurm script)");
     c->add_option("RUN_DIR", dir, "a run directory")->required();
     c->callback([] {
       if (!run_dir_finished(dir)) {

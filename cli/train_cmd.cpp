@@ -74,8 +74,8 @@ void register_train_commands(CLI::App& app, int argc, char** argv) {
       if (s.rank != 0) return;  // rank 0 reports
       std::printf("run         %s\n", s.out_dir.c_str());
       if (s.ranks > 1) std::printf("ranks       %d (data-parallel, %s)\n", s.ranks, dist::mpi_description().c_str());
-      std::printf("steps       %ld..%ld of %ld (%.2fM tokens seen)\n", long(s.start_step), long(s.start_step + s.steps_done),
-                  long(s.total_steps), s.tokens / 1e6);
+      std::printf("steps       %ld..%ld of %ld (%.2fM tokens seen)\n", long(s.start_step),
+                  long(s.start_step + s.steps_done), long(s.total_steps), s.tokens / 1e6);
       if (s.start_step == 0) std::printf("held-out    start %.4f nats\n", s.first_eval);
       if (s.start_step + s.steps_done == s.total_steps) std::printf("held-out    end   %.4f nats\n", s.final_eval);
       std::printf("throughput  %.0f tok/s (training steps only)\n", s.train_tok_per_s);
@@ -104,7 +104,8 @@ void register_train_commands(CLI::App& app, int argc, char** argv) {
       data::ValidationWindows val = ds.validation(cfg.model.context);
       if (windows > val.count())
         throw UserError(str("--windows ", windows, ": the validation split holds ", val.count(), " windows of ",
-                            cfg.model.context + 1, " tokens (hint: at most ", val.count(), ", or raise data.val_tokens)"));
+                            cfg.model.context + 1, " tokens (hint: at most ", val.count(),
+                            ", or raise data.val_tokens)"));
       const int64_t n = windows > 0 ? windows : std::min<int64_t>(cfg.train.eval_windows, val.count());
       Timer t;
       ProgressLine line("eval windows", n);
@@ -134,7 +135,8 @@ void register_train_commands(CLI::App& app, int argc, char** argv) {
     c->add_option("--set", sets, "override a key (repeatable)");
     c->add_option("--steps", steps, "timed optimizer steps")->capture_default_str();
     c->add_option("--warmup", warmup, "untimed warm-up steps")->capture_default_str();
-    c->add_flag("--synthetic", synthetic, "random tokens in a temporary token store instead of the corpus "
+    c->add_flag("--synthetic", synthetic,
+                "random tokens in a temporary token store instead of the corpus "
                 "(no data build needed; the same work per token)");
     c->callback([] {
       ExperimentConfig cfg = load_experiment(config, sets);
@@ -142,8 +144,10 @@ void register_train_commands(CLI::App& app, int argc, char** argv) {
       cfg.train.eval_windows = 1;
       std::unique_ptr<data::SyntheticDataSet> syn;
       if (synthetic)
-        syn = std::make_unique<data::SyntheticDataSet>(cfg.model.vocab, cfg.model.context, static_cast<uint64_t>(cfg.train.seed));
-      data::DataSet ds = synthetic ? syn->dataset() : data::open_dataset(cfg.data, cfg.tokenizer, config_args_hint(config, sets));
+        syn = std::make_unique<data::SyntheticDataSet>(cfg.model.vocab, cfg.model.context,
+                                                       static_cast<uint64_t>(cfg.train.seed));
+      data::DataSet ds =
+          synthetic ? syn->dataset() : data::open_dataset(cfg.data, cfg.tokenizer, config_args_hint(config, sets));
       TrainOptions opt;
       opt.write_files = false;
       opt.progress = false;
@@ -158,54 +162,65 @@ void register_train_commands(CLI::App& app, int argc, char** argv) {
       std::printf("bench train %s: %ld steps x %ld tokens, %d threads%s\n", cfg.name.c_str(), long(steps),
                   long(cfg.train.tokens_per_step), thread_count(),
                   s.ranks > 1 ? str(" per rank, ", s.ranks, " ranks").c_str() : "");
-      std::printf("gradients %ld dense floats (%.2f MB), %ld table rows x %ld touched in the last step (%.2f MB as "
-                  "(row, gradient) pairs); gradient tree buffers %.1f MiB\n",
-                  long(s.dense_grad_floats), 4e-6 * static_cast<double>(s.dense_grad_floats), long(s.touched_rows),
-                  long(s.table_width), 1e-6 * static_cast<double>(s.touched_rows * (8 + 4 * s.table_width)),
-                  static_cast<double>(s.tree_bytes) / (1024.0 * 1024.0));
+      std::printf(
+          "gradients %ld dense floats (%.2f MB), %ld table rows x %ld touched in the last step (%.2f MB as "
+          "(row, gradient) pairs); gradient tree buffers %.1f MiB\n",
+          long(s.dense_grad_floats), 4e-6 * static_cast<double>(s.dense_grad_floats), long(s.touched_rows),
+          long(s.table_width), 1e-6 * static_cast<double>(s.touched_rows * (8 + 4 * s.table_width)),
+          static_cast<double>(s.tree_bytes) / (1024.0 * 1024.0));
       if (s.ranks > 1 && s.train_seconds > 0) {
         const ExchangeStats& x = s.exchange;
         const double n = static_cast<double>(steps), xfer = x.seconds - x.wait_seconds;
-        std::printf("exchange %.1f%% of step time (rank 0, per step: %.2f ms transfer + additions, %.2f ms waiting for "
-                    "the slower rank): %.3f MB sent per step per rank in %.1f messages\n",
-                    100.0 * xfer / s.train_seconds, 1e3 * xfer / n, 1e3 * x.wait_seconds / n,
-                    static_cast<double>(x.bytes_sent) / 1e6 / n, static_cast<double>(x.messages) / n);
+        std::printf(
+            "exchange %.1f%% of step time (rank 0, per step: %.2f ms transfer + additions, %.2f ms waiting for "
+            "the slower rank): %.3f MB sent per step per rank in %.1f messages\n",
+            100.0 * xfer / s.train_seconds, 1e3 * xfer / n, 1e3 * x.wait_seconds / n,
+            static_cast<double>(x.bytes_sent) / 1e6 / n, static_cast<double>(x.messages) / n);
       }
       const kern::PeakResult peak = kern::measure_peak();
-      std::printf("kernels %s on %s\n", kern::run_kernels_name(cfg.train.bf16()).c_str(), isa::cpu_description().c_str());
+      std::printf("kernels %s on %s\n", kern::run_kernels_name(cfg.train.bf16()).c_str(),
+                  isa::cpu_description().c_str());
       // In bf16 the share is of the bf16 peak of the kernels used: TDPBF16PS tiles, VDPBF16PS chains, or the FMA peak
       // where bf16 is emulated (one FMA per product).
       const bool bf = cfg.train.bf16();
       const std::string bname = kern::bf16_name();
       const bool amx = bname == "amx" && peak.amx_gflops > 0, native = bname == "vdpbf16ps" && peak.bf16_gflops > 0;
       const double pk = !bf ? peak.fma_gflops : amx ? peak.amx_gflops : native ? peak.bf16_gflops : peak.fma_gflops;
-      std::printf("tok/s %.0f  GFLOP/s %.1f (%.0f%% of the %s peak %.0f GFLOP/s; kernels/gemm alone %.0f)  peak RSS %.0f MiB\n",
-                  s.train_tok_per_s, s.train_tok_per_s * flops / 1e9, 100.0 * s.train_tok_per_s * flops / 1e9 / pk,
-                  !bf ? "FMA" : amx ? "bf16 (amx tiles)" : native ? "bf16 (vdpbf16ps)" : "FMA (bf16 emulated with fp32 FMAs)",
-                  pk, bf ? peak.bf16_gemm_gflops : peak.gemm_gflops, s.peak_rss_kb / 1024.0);
+      std::printf(
+          "tok/s %.0f  GFLOP/s %.1f (%.0f%% of the %s peak %.0f GFLOP/s; kernels/gemm alone %.0f)  peak RSS %.0f MiB\n",
+          s.train_tok_per_s, s.train_tok_per_s * flops / 1e9, 100.0 * s.train_tok_per_s * flops / 1e9 / pk,
+          !bf      ? "FMA"
+          : amx    ? "bf16 (amx tiles)"
+          : native ? "bf16 (vdpbf16ps)"
+                   : "FMA (bf16 emulated with fp32 FMAs)",
+          pk, bf ? peak.bf16_gemm_gflops : peak.gemm_gflops, s.peak_rss_kb / 1024.0);
       // The median step: what ../shared/bench/torch_reference_bench.py reports for PyTorch (its RESULT line), and
       // steadier than the mean on a VM whose neighbours take the cores for a step or two.
       if (!s.step_seconds.empty()) {
         const double tps = static_cast<double>(cfg.train.tokens_per_step);
         const double med = tps / median(s.step_seconds);
         const auto [lo, hi] = std::minmax_element(s.step_seconds.begin(), s.step_seconds.end());
-        std::printf("median step tok/s %.0f  GFLOP/s %.1f (%.0f%% of that peak); fastest step %.0f, slowest %.0f tok/s "
-                    "(%zu timed steps)\n",
-                    med, med * flops / 1e9, 100.0 * med * flops / 1e9 / pk, tps / *lo, tps / *hi, s.step_seconds.size());
+        std::printf(
+            "median step tok/s %.0f  GFLOP/s %.1f (%.0f%% of that peak); fastest step %.0f, slowest %.0f tok/s "
+            "(%zu timed steps)\n",
+            med, med * flops / 1e9, 100.0 * med * flops / 1e9 / pk, tps / *lo, tps / *hi, s.step_seconds.size());
       }
       const MemoryPhaseTimes& m = s.memory_times;
       if (m.total() > 0 && s.train_seconds > 0)
         std::printf("memory %.1f%% of step time: %s\n", 100.0 * m.total() / s.train_seconds,
                     phase_shares(m, s.train_seconds).c_str());
       if (cfg.memory.enabled() && cfg.memory.collision_stats && s.train_seconds > 0)
-        std::printf("collision statistics %.2f%% of step time (%.1f ms per step; memory.collision_stats=false "
-                    "turns them off); owner counts %.1f MiB\n",
-                    100.0 * m.collisions / s.train_seconds, 1e3 * m.collisions / static_cast<double>(steps),
-                    static_cast<double>(s.collision_owner_bytes) / (1024.0 * 1024.0));
+        std::printf(
+            "collision statistics %.2f%% of step time (%.1f ms per step; memory.collision_stats=false "
+            "turns them off); owner counts %.1f MiB\n",
+            100.0 * m.collisions / s.train_seconds, 1e3 * m.collisions / static_cast<double>(steps),
+            static_cast<double>(s.collision_owner_bytes) / (1024.0 * 1024.0));
     });
-    CLI::App* pk = bench->add_subcommand("peak", "the machine's fp32 FMA peak and kernels/gemm's share of it (this ISA's kernels)");
+    CLI::App* pk = bench->add_subcommand(
+        "peak", "the machine's fp32 FMA peak and kernels/gemm's share of it (this ISA's kernels)");
     static int64_t pthreads = 0;
-    pk->add_option("--threads", pthreads, "threads (0 = all allowed CPUs)")->check(CLI::Range(int64_t{0}, int64_t{1024}));
+    pk->add_option("--threads", pthreads, "threads (0 = all allowed CPUs)")
+        ->check(CLI::Range(int64_t{0}, int64_t{1024}));
     pk->callback([] {
       setup_threads(static_cast<int>(pthreads));
       const kern::PeakResult p = kern::measure_peak(5);
@@ -222,19 +237,25 @@ void register_train_commands(CLI::App& app, int argc, char** argv) {
         std::printf("bf16 peak %.1f GFLOP/s (vdpbf16ps)  gemm in bf16 %.1f GFLOP/s = %.0f%% of the bf16 peak\n",
                     p.bf16_gflops, p.bf16_gemm_gflops, 100.0 * p.bf16_gemm_gflops / p.bf16_gflops);
       else
-        std::printf("bf16 peak = fma peak (bf16 is emulated with fp32 FMAs, one per product)  gemm in bf16 (%s) %.1f "
-                    "GFLOP/s = %.0f%% of it\n", kern::bf16_name().c_str(), p.bf16_gemm_gflops,
-                    100.0 * p.bf16_gemm_gflops / p.fma_gflops);
+        std::printf(
+            "bf16 peak = fma peak (bf16 is emulated with fp32 FMAs, one per product)  gemm in bf16 (%s) %.1f "
+            "GFLOP/s = %.0f%% of it\n",
+            kern::bf16_name().c_str(), p.bf16_gemm_gflops, 100.0 * p.bf16_gemm_gflops / p.fma_gflops);
     });
     static std::vector<std::string> configs, osets;
     static int64_t rounds = 10, owarmup = 2;
     CLI::App* o = bench->add_subcommand(
         "overhead", "memory-table overhead in one process: one step of each config in turn, round after round");
-    o->add_option("--config", configs, "experiment configs (repeat): the first is the baseline (e.g. configs/b/none.yaml)")
+    o->add_option("--config", configs,
+                  "experiment configs (repeat): the first is the baseline (e.g. configs/b/none.yaml)")
         ->required();
     o->add_option("--set", osets, "override a key in every config (repeatable)");
-    o->add_option("--rounds", rounds, "timed rounds")->capture_default_str()->check(CLI::Range(int64_t{1}, int64_t{1000000}));
-    o->add_option("--warmup", owarmup, "untimed rounds")->capture_default_str()->check(CLI::Range(int64_t{0}, int64_t{1000000}));
+    o->add_option("--rounds", rounds, "timed rounds")
+        ->capture_default_str()
+        ->check(CLI::Range(int64_t{1}, int64_t{1000000}));
+    o->add_option("--warmup", owarmup, "untimed rounds")
+        ->capture_default_str()
+        ->check(CLI::Range(int64_t{0}, int64_t{1000000}));
     o->callback([] {
       std::vector<ExperimentConfig> cfgs;
       for (const std::string& c : configs) cfgs.push_back(load_experiment(c, osets));
@@ -242,10 +263,12 @@ void register_train_commands(CLI::App& app, int argc, char** argv) {
         std::fprintf(stderr, "round %ld/%ld\n", long(i + 1), long(rounds + owarmup));
       });
       std::printf("bench overhead: %ld rounds (+%ld untimed) x %zu configs, %ld tokens per step, %d threads; %s\n",
-                  long(rounds), long(owarmup), cfgs.size(), long(r.tokens_per_step), r.threads, (std::string("pagegram ") + build::kRevision).c_str());
-      std::printf("| config | layout | tok/s, median (min – max) | overhead vs %s: median of rounds (min – max) | "
-                  "memory work, %% of step | peak RSS (process) |\n|---|---|---:|---:|---:|---:|\n",
-                  r.variants[0].name.c_str());
+                  long(rounds), long(owarmup), cfgs.size(), long(r.tokens_per_step), r.threads,
+                  (std::string("pagegram ") + build::kRevision).c_str());
+      std::printf(
+          "| config | layout | tok/s, median (min – max) | overhead vs %s: median of rounds (min – max) | "
+          "memory work, %% of step | peak RSS (process) |\n|---|---|---:|---:|---:|---:|\n",
+          r.variants[0].name.c_str());
       const std::vector<OverheadRow> rows = overhead_rows(r);
       for (size_t i = 0; i < r.variants.size(); ++i) {
         const OverheadVariant& v = r.variants[i];

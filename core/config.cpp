@@ -24,8 +24,7 @@ std::string scalar_text(const YAML::Node& n) {
   return s;
 }
 
-[[noreturn]] void bad_type(const YAML::Node& n, const char* want, const std::string& where,
-                           const std::string& path) {
+[[noreturn]] void bad_type(const YAML::Node& n, const char* want, const std::string& where, const std::string& path) {
   throw ConfigError(str(where, ": key '", path, "': expected ", want, ", got '", scalar_text(n),
                         "' (hint: run `pagegram config keys` for every key and its type)"));
 }
@@ -132,16 +131,15 @@ void decode(const YAML::Node& n, std::vector<int64_t>& out, const std::string& w
 void decode(const YAML::Node& n, std::vector<double>& out, const std::string& where, const std::string& path) {
   decode_list(n, out, "a list of numbers", where, path);
 }
-void decode(const YAML::Node& n, std::vector<std::string>& out, const std::string& where,
-            const std::string& path) {
+void decode(const YAML::Node& n, std::vector<std::string>& out, const std::string& where, const std::string& path) {
   decode_list(n, out, "a list of strings", where, path);
 }
 
 static void check_num(double v, const Range& r, const std::string& where, const std::string& path,
                       const std::string& help) {
   if (!(v >= r.lo && v <= r.hi))
-    throw ConfigError(str(where, ": key '", path, "': value ", fmt_num(v), " is out of range ", describe(r),
-                          " (hint: ", help, ")"));
+    throw ConfigError(
+        str(where, ": key '", path, "': value ", fmt_num(v), " is out of range ", describe(r), " (hint: ", help, ")"));
 }
 void check(const int64_t& v, const Range& r, const std::string& where, const std::string& path,
            const std::string& help) {
@@ -315,8 +313,7 @@ YAML::Node load_with_bases(const std::filesystem::path& path, int depth) {
   text << in.rdbuf();
   if (!in.good() && !in.eof()) throw IoError(str(path.string(), ": cannot read (", std::strerror(errno), ")"));
   YAML::Node node = load_one(text.str(), path.string());
-  if ((!node || node.IsNull()) && text.str().find_first_not_of(" \t\r\n") != std::string::npos &&
-      [&] {
+  if ((!node || node.IsNull()) && text.str().find_first_not_of(" \t\r\n") != std::string::npos && [&] {
         std::istringstream in(text.str());
         for (std::string l; std::getline(in, l);) {
           const size_t f = l.find_first_not_of(" \t\r");
@@ -326,7 +323,8 @@ YAML::Node load_with_bases(const std::filesystem::path& path, int depth) {
       }())
     throw ConfigError(str(path.string(), ": expected a map of keys at the top level (the YAML parses to nothing)"));
   if (!node || node.IsNull())
-    throw ConfigError(str(path.string(), ": empty config file (hint: at least `base: <preset>` or one section; "
+    throw ConfigError(str(path.string(),
+                          ": empty config file (hint: at least `base: <preset>` or one section; "
                           "an empty file would silently mean all defaults)"));
   if (!node.IsMap()) throw ConfigError(str(path.string(), ": expected a map of keys at the top level"));
   if (YAML::Node b = node["base"]) {
@@ -379,10 +377,8 @@ void apply_override(YAML::Node& root, const std::string& assignment) {
   }
   // A map given for a whole section merges into it (--set 'model={layers: 3}' changes only model.layers).
   YAML::Node cur = chain.back()[parts.back()];
-  if (cur && cur.IsMap() && parsed.IsMap())
-    chain.back()[parts.back()] = merge(cur, parsed);
-  else
-    chain.back()[parts.back()] = parsed;
+  if (cur && cur.IsMap() && parsed.IsMap()) chain.back()[parts.back()] = merge(cur, parsed);
+  else chain.back()[parts.back()] = parsed;
 }
 
 YAML::Node load_file(const std::string& path, const std::vector<std::string>& overrides) {

@@ -35,7 +35,9 @@ struct OneOf {
 struct NoCheck {};
 
 template <class T>
-concept HasVisit = requires { &T::template visit<int>; };
+concept HasVisit = requires {
+  &T::template visit<int>;
+};
 
 std::string type_name(const int64_t*);
 std::string type_name(const double*);
@@ -52,13 +54,11 @@ void decode(const YAML::Node& n, bool& out, const std::string& where, const std:
 void decode(const YAML::Node& n, std::string& out, const std::string& where, const std::string& path);
 void decode(const YAML::Node& n, std::vector<int64_t>& out, const std::string& where, const std::string& path);
 void decode(const YAML::Node& n, std::vector<double>& out, const std::string& where, const std::string& path);
-void decode(const YAML::Node& n, std::vector<std::string>& out, const std::string& where,
-            const std::string& path);
+void decode(const YAML::Node& n, std::vector<std::string>& out, const std::string& where, const std::string& path);
 
 void check(const int64_t& v, const Range& r, const std::string& where, const std::string& path,
            const std::string& help);
-void check(const double& v, const Range& r, const std::string& where, const std::string& path,
-           const std::string& help);
+void check(const double& v, const Range& r, const std::string& where, const std::string& path, const std::string& help);
 void check(const std::vector<int64_t>& v, const Range& r, const std::string& where, const std::string& path,
            const std::string& help);
 void check(const std::vector<double>& v, const Range& r, const std::string& where, const std::string& path,
@@ -97,8 +97,8 @@ class Reader {
       YAML::Node sub = node_[key];
       if (!sub) return;
       if (!sub.IsMap())
-        throw ConfigError(str(where_, ": key '", path, "': expected a section (a map of keys), got '",
-                              YAML::Dump(sub), "' (hint: ", help, ")"));
+        throw ConfigError(str(where_, ": key '", path, "': expected a section (a map of keys), got '", YAML::Dump(sub),
+                              "' (hint: ", help, ")"));
       Reader r(sub, where_, path + ".");
       field.visit(r);
       r.finish();

@@ -3,7 +3,6 @@
 
 namespace pg::detail {
 void check_failed(const char* expr, const char* file, int line, const std::string& msg) {
-  throw InternalError(str("internal check failed: ", expr, " at ", file, ":", line,
-                          msg.empty() ? "" : ": ", msg));
+  throw InternalError(str("internal check failed: ", expr, " at ", file, ":", line, msg.empty() ? "" : ": ", msg));
 }
 }  // namespace pg::detail

@@ -57,7 +57,7 @@ std::string str(const A&... a) {
 }  // namespace pg
 
 // Always-on invariant check (also in Release). Never use it for user input: throw a UserError.
-#define PG_CHECK(cond, ...)                                                              \
-  do {                                                                                   \
-    if (!(cond)) ::pg::detail::check_failed(#cond, __FILE__, __LINE__, ::pg::str("" __VA_OPT__(,) __VA_ARGS__)); \
+#define PG_CHECK(cond, ...)                                                                                       \
+  do {                                                                                                            \
+    if (!(cond)) ::pg::detail::check_failed(#cond, __FILE__, __LINE__, ::pg::str("" __VA_OPT__(, ) __VA_ARGS__)); \
   } while (0)

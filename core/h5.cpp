@@ -26,15 +26,42 @@ herr_t close_type(hid_t id) { return H5Tclose(id); }
 herr_t close_plist(hid_t id) { return H5Pclose(id); }
 }  // namespace
 
-template <> hid_t native_type<float>() { return H5T_NATIVE_FLOAT; }
-template <> hid_t native_type<double>() { return H5T_NATIVE_DOUBLE; }
-template <> hid_t native_type<int64_t>() { return H5T_NATIVE_INT64; }
-template <> hid_t native_type<uint64_t>() { return H5T_NATIVE_UINT64; }
-template <> hid_t native_type<int32_t>() { return H5T_NATIVE_INT32; }
-template <> hid_t native_type<uint32_t>() { return H5T_NATIVE_UINT32; }
-template <> hid_t native_type<uint16_t>() { return H5T_NATIVE_UINT16; }
-template <> hid_t native_type<uint8_t>() { return H5T_NATIVE_UINT8; }
-template <> hid_t native_type<int8_t>() { return H5T_NATIVE_INT8; }
+template <>
+hid_t native_type<float>() {
+  return H5T_NATIVE_FLOAT;
+}
+template <>
+hid_t native_type<double>() {
+  return H5T_NATIVE_DOUBLE;
+}
+template <>
+hid_t native_type<int64_t>() {
+  return H5T_NATIVE_INT64;
+}
+template <>
+hid_t native_type<uint64_t>() {
+  return H5T_NATIVE_UINT64;
+}
+template <>
+hid_t native_type<int32_t>() {
+  return H5T_NATIVE_INT32;
+}
+template <>
+hid_t native_type<uint32_t>() {
+  return H5T_NATIVE_UINT32;
+}
+template <>
+hid_t native_type<uint16_t>() {
+  return H5T_NATIVE_UINT16;
+}
+template <>
+hid_t native_type<uint8_t>() {
+  return H5T_NATIVE_UINT8;
+}
+template <>
+hid_t native_type<int8_t>() {
+  return H5T_NATIVE_INT8;
+}
 
 Handle& Handle::operator=(Handle&& o) noexcept {
   if (this != &o) {
@@ -56,7 +83,8 @@ File File::create(const std::string& path) {
   Handle fapl(H5Pcreate(H5P_FILE_ACCESS), close_plist);
   H5Pset_fapl_core(fapl.id(), 16 << 20, 0);
   hid_t id = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.id());
-  if (id < 0) throw IoError(str("cannot create HDF5 file ", path, " (hint: does the folder exist and is it writable?)"));
+  if (id < 0)
+    throw IoError(str("cannot create HDF5 file ", path, " (hint: does the folder exist and is it writable?)"));
   File f;
   f.h_ = Handle(id, close_file);
   f.path_ = path;
@@ -98,7 +126,8 @@ void File::close_checked() {
 }
 
 Group Group::sub(const std::string& name) const {
-  if (!has(name)) throw IoError(str(where(name), ": group missing (hint: the file is not of the expected kind or version)"));
+  if (!has(name))
+    throw IoError(str(where(name), ": group missing (hint: the file is not of the expected kind or version)"));
   hid_t g = H5Gopen2(h_.id(), name.c_str(), H5P_DEFAULT);
   if (g < 0) throw IoError(str(where(name), ": cannot open group"));
   return Group(Handle(g, close_group), file_, path_ == "/" ? "/" + name : path_ + "/" + name);
@@ -144,8 +173,7 @@ void Group::write_raw(const std::string& name, hid_t type, const void* data, siz
     H5Pset_chunk(plist.id(), static_cast<int>(chunk.size()), chunk.data());
     H5Pset_fletcher32(plist.id());
   }
-  Handle ds(H5Dcreate2(h_.id(), name.c_str(), type, space.id(), H5P_DEFAULT, plist.id(), H5P_DEFAULT),
-            close_dataset);
+  Handle ds(H5Dcreate2(h_.id(), name.c_str(), type, space.id(), H5P_DEFAULT, plist.id(), H5P_DEFAULT), close_dataset);
   if (ds.id() < 0) throw ResourceError(str(where(name), ": cannot create dataset (", std::strerror(errno), ")"));
   errno = 0;
   if (n > 0 && H5Dwrite(ds.id(), type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0)
@@ -185,7 +213,10 @@ void Group::read_raw(const std::string& name, hid_t type, void* data, size_t n) 
     const H5T_class_t want = H5Tget_class(type), got = H5Tget_class(ftype.id());
     const bool same_sign = want != H5T_INTEGER || H5Tget_sign(type) == H5Tget_sign(ftype.id());
     if (got != want || H5Tget_size(ftype.id()) != H5Tget_size(type) || !same_sign)
-      throw IoError(str(where(name), ": stored as ", got == H5T_FLOAT ? "float" : got == H5T_INTEGER ? "integer" : "other",
+      throw IoError(str(where(name), ": stored as ",
+                        got == H5T_FLOAT     ? "float"
+                        : got == H5T_INTEGER ? "integer"
+                                             : "other",
                         H5Tget_size(ftype.id()) * 8, " but read as ", want == H5T_FLOAT ? "float" : "integer",
                         H5Tget_size(type) * 8, " (hint: the file was not written by this program, or was edited)"));
   }
@@ -202,8 +233,7 @@ void Group::set_attr(const std::string& name, const std::string& value) const {
   Handle space(H5Screate(H5S_SCALAR), close_space);
   Handle a(H5Acreate2(h_.id(), name.c_str(), type.id(), space.id(), H5P_DEFAULT, H5P_DEFAULT), close_attr);
   const char* p = value.c_str();
-  if (a.id() < 0 || H5Awrite(a.id(), type.id(), &p) < 0)
-    throw IoError(str(where(name), ": cannot write attribute"));
+  if (a.id() < 0 || H5Awrite(a.id(), type.id(), &p) < 0) throw IoError(str(where(name), ": cannot write attribute"));
 }
 void Group::set_attr(const std::string& name, int64_t value) const {
   if (has_attr(name)) H5Adelete(h_.id(), name.c_str());
@@ -262,7 +292,8 @@ double Group::attr_double(const std::string& name) const {
 
 void write_new_file(const std::string& path, const void* data, size_t n) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw ResourceError(str("cannot create ", path, ": ", std::strerror(errno), " (hint: check permissions)"));
+  if (fd < 0)
+    throw ResourceError(str("cannot create ", path, ": ", std::strerror(errno), " (hint: check permissions)"));
   const char* c = static_cast<const char*>(data);
   size_t done = 0;
   while (done < n) {
@@ -271,8 +302,9 @@ void write_new_file(const std::string& path, const void* data, size_t n) {
     if (w <= 0) {
       const int e = w < 0 ? errno : ENOSPC;
       ::close(fd);
-      throw ResourceError(str("cannot write ", path, " (", done, " of ", n, " bytes written): ", std::strerror(e),
-                              " (hint: free disk space, check quotas and file size limits; the previous file is kept)"));
+      throw ResourceError(
+          str("cannot write ", path, " (", done, " of ", n, " bytes written): ", std::strerror(e),
+              " (hint: free disk space, check quotas and file size limits; the previous file is kept)"));
     }
     done += static_cast<size_t>(w);
   }

@@ -41,8 +41,9 @@ class Handle {
 
 class Group {
  public:
-  Group(Handle h, std::string file, std::string path) : h_(std::move(h)), file_(std::move(file)), path_(std::move(path)) {}
-  Group sub(const std::string& name) const;     // open an existing group (IoError if missing)
+  Group(Handle h, std::string file, std::string path)
+      : h_(std::move(h)), file_(std::move(file)), path_(std::move(path)) {}
+  Group sub(const std::string& name) const;  // open an existing group (IoError if missing)
   Group create(const std::string& name) const;  // create a new group
   bool has(const std::string& name) const;
   std::vector<std::string> children() const;
@@ -113,7 +114,7 @@ class Group {
 class File {
  public:
   static File create(const std::string& path);  // truncates
-  static File open(const std::string& path);    // read-only; IoError if missing or not HDF5
+  static File open(const std::string& path);  // read-only; IoError if missing or not HDF5
   Group root() const;
   void flush() const;
   // Flushes and closes, checking both (a write error that HDF5 only reports at close, e.g. a full disk):
@@ -159,8 +160,7 @@ struct ColumnWriter {
   const Group& g;
   const std::vector<Row>& rows;
   template <class F>
-    requires(!std::is_function_v<F>)
-  void operator()(const char* name, F Row::*field) const {
+  requires(!std::is_function_v<F>) void operator()(const char* name, F Row::*field) const {
     if constexpr (std::is_same_v<F, std::string>) {
       std::string joined;
       for (size_t i = 0; i < rows.size(); ++i) joined += (i ? "," : "") + rows[i].*field;

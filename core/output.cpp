@@ -66,10 +66,10 @@ void check_output_path(const std::string& path, const std::string& own, bool for
   std::error_code ec;
   const fs::file_status lst = fs::symlink_status(path, ec);
   if (!ec && fs::is_symlink(lst) && !fs::exists(fs::status(path, ec)))
-    throw UserError(str(option, " ", path, ": a symlink to a missing target (hint: remove the link or name another file)"));
+    throw UserError(
+        str(option, " ", path, ": a symlink to a missing target (hint: remove the link or name another file)"));
   const std::string kind = file_kind(path);
-  if (kind == "directory")
-    throw UserError(str(option, " ", path, ": is a directory (hint: name a file inside it)"));
+  if (kind == "directory") throw UserError(str(option, " ", path, ": is a directory (hint: name a file inside it)"));
   if (kind == "special file")
     throw UserError(str(option, " ", path, ": not a regular file (hint: name a regular file)"));
   if (kind.empty()) {
@@ -79,7 +79,8 @@ void check_output_path(const std::string& path, const std::string& own, bool for
     return;
   }
   if (kind == own || force) return;
-  throw UserError(str(option, " ", path, ": refusing to replace an existing file that this command did not write (it is ",
+  throw UserError(str(option, " ", path,
+                      ": refusing to replace an existing file that this command did not write (it is ",
                       kind_phrase(kind), ") (hint: name another output, or pass --force to replace it)"));
 }
 

@@ -18,11 +18,11 @@ inline double wsd_lr(int64_t step, int64_t total, double peak, double warmup_fra
 }
 
 struct LrSchedule {
-  double peak = 0.0;         // backbone peak learning rate (train.lr)
-  int64_t total_steps = 1;   // the run's optimizer steps
+  double peak = 0.0;  // backbone peak learning rate (train.lr)
+  int64_t total_steps = 1;  // the run's optimizer steps
   double warmup_frac = 0.0;  // share of steps in warm-up
-  double decay_frac = 0.0;   // share of steps in the final linear decay
-  double multiple = 1.0;     // lr = multiple × the WSD value (the table: memory.lr_mult)
+  double decay_frac = 0.0;  // share of steps in the final linear decay
+  double multiple = 1.0;  // lr = multiple × the WSD value (the table: memory.lr_mult)
 
   // The learning rate of 1-based step t.
   double lr(int64_t t) const {

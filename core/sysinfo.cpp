@@ -69,7 +69,8 @@ std::string describe_disk(const std::string& path) {
       name = sys.filename().string();
       const std::string model = first_line(sys / "device" / "model");
       if (!model.empty()) parts.push_back(model);
-      for (const fs::path& d : {sys / "device" / "driver", sys / "device" / "device" / "driver"}) {  // nvme: the controller's
+      for (const fs::path& d :
+           {sys / "device" / "driver", sys / "device" / "device" / "driver"}) {  // nvme: the controller's
         const fs::path drv = fs::read_symlink(d, ec);
         if (!ec) {
           parts.push_back(drv.filename().string());
@@ -82,7 +83,8 @@ std::string describe_disk(const std::string& path) {
       if (!rot.empty()) parts.push_back("rotational " + rot);
     }
   }
-  if (name.empty()) return fstype.empty() ? std::string("unknown") : fstype + (source.empty() ? "" : " (" + source + ")");
+  if (name.empty())
+    return fstype.empty() ? std::string("unknown") : fstype + (source.empty() ? "" : " (" + source + ")");
   std::string out = "/dev/" + name;
   for (size_t i = 0; i < parts.size(); ++i) out += (i ? ", " : " (") + parts[i];
   return parts.empty() ? out : out + ")";
@@ -90,10 +92,8 @@ std::string describe_disk(const std::string& path) {
 
 std::string run_in_background(int nice) {
   std::string out;
-  if (::setpriority(PRIO_PROCESS, 0, nice) == 0)
-    out = "nice " + std::to_string(nice);
-  else
-    out = std::string("nice not set (") + std::strerror(errno) + ")";
+  if (::setpriority(PRIO_PROCESS, 0, nice) == 0) out = "nice " + std::to_string(nice);
+  else out = std::string("nice not set (") + std::strerror(errno) + ")";
   if (first_line("/proc/sys/kernel/sched_autogroup_enabled") == "1") {
     if (::getsid(0) != ::getpid()) {  // the autogroup is the whole session's (the shell that started us): leave it
       out += ", autogroup unchanged (it is this terminal session's: start with `setsid` to lower it too)";

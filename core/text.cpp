@@ -60,7 +60,9 @@ void write_text_atomic(const std::string& path, const std::string& text) {
 namespace {
 // The pid of a temporary's name ("<name>.tmp.<pid>" or "<name>.tmp-<pid>-<n>"), 0 when it is not one.
 long temporary_pid(const std::string& name) {
-  const auto digits = [](const std::string& s) { return !s.empty() && s.find_first_not_of("0123456789") == std::string::npos; };
+  const auto digits = [](const std::string& s) {
+    return !s.empty() && s.find_first_not_of("0123456789") == std::string::npos;
+  };
   std::string pid;
   if (const size_t at = name.rfind(".tmp."); at != std::string::npos && at > 0) {
     pid = name.substr(at + 5);
@@ -129,11 +131,21 @@ std::string json_escape(const std::string& s) {
   std::string o = "\"";
   for (char c : s) {
     switch (c) {
-      case '"': o += "\\\""; break;
-      case '\\': o += "\\\\"; break;
-      case '\n': o += "\\n"; break;
-      case '\t': o += "\\t"; break;
-      case '\r': o += "\\r"; break;
+      case '"':
+        o += "\\\"";
+        break;
+      case '\\':
+        o += "\\\\";
+        break;
+      case '\n':
+        o += "\\n";
+        break;
+      case '\t':
+        o += "\\t";
+        break;
+      case '\r':
+        o += "\\r";
+        break;
       default:
         if (static_cast<unsigned char>(c) < 0x20) {
           char buf[8];
@@ -223,8 +235,7 @@ int64_t parse_bytes(const std::string& text, const std::string& what) {
   else if (suf == "MB") mult = 1e6;
   else if (suf == "GB") mult = 1e9;
   else if (suf == "TB") mult = 1e12;
-  else
-    throw UserError(str(what, ": unknown unit '", suf, "' in '", text, "' (hint: KiB, MiB, GiB or plain bytes)"));
+  else throw UserError(str(what, ": unknown unit '", suf, "' in '", text, "' (hint: KiB, MiB, GiB or plain bytes)"));
   v *= mult;
   if (v < 0 || v > 9.0e18) throw UserError(str(what, ": '", text, "' is out of range"));
   return static_cast<int64_t>(std::llround(v));
@@ -244,6 +255,5 @@ std::string format_bytes(int64_t b) {
   else std::snprintf(buf, sizeof buf, "%.2f %s", v, units[u]);
   return buf;
 }
-
 
 }  // namespace pg

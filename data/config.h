@@ -24,11 +24,9 @@ struct DataConfig {
   void visit(V& v) {
     v("cache_dir", cache_dir, "cache root (empty: $PAGEGRAM_CACHE or ~/.cache/pagegram)");
     v("corpus", corpus, "corpus: 'corpus', 'corpus-quick' or an absolute directory");
-    v("heldout_fraction", heldout_fraction, "share of documents held out (validation + test)",
-      cfg::Range{1e-6, 0.9});
+    v("heldout_fraction", heldout_fraction, "share of documents held out (validation + test)", cfg::Range{1e-6, 0.9});
     v("split_seed", split_seed, "seed of the document-level train/held-out split", cfg::Range{0, 9.0e15});
-    v("val_tokens", val_tokens, "leading held-out tokens used as fixed validation windows",
-      cfg::Range{0, 1e12});
+    v("val_tokens", val_tokens, "leading held-out tokens used as fixed validation windows", cfg::Range{0, 1e12});
   }
   // Cross-field checks; throws ConfigError naming the key.
   void validate(const std::string& where) const;
@@ -57,16 +55,14 @@ struct TokenizerConfig {
     v("vocab_size", vocab_size, "vocabulary size (ids 0 <unk>, 1 <s>, 2 </s>, then 256 byte pieces, ...)",
       cfg::Range{300, 1 << 24});
     v("model_type", model_type, "sentencepiece model", cfg::OneOf{"unigram", "bpe"});
-    v("input_sentence_size", input_sentence_size, "lines sampled from the corpus for training",
-      cfg::Range{1, 1e9});
+    v("input_sentence_size", input_sentence_size, "lines sampled from the corpus for training", cfg::Range{1, 1e9});
     v("seed", seed, "seed of the training sample", cfg::Range{0, 4294967294.0});
     v("byte_fallback", byte_fallback, "unknown characters become UTF-8 byte pieces (required: true)");
     v("character_coverage", character_coverage, "share of characters covered by character pieces",
       cfg::Range{0.5, 1.0});
     v("max_sentence_length", max_sentence_length, "longest training line in bytes (longer ones skipped)",
       cfg::Range{16, 1 << 24});
-    v("num_threads", num_threads, "sentencepiece training threads (part of the cache key)",
-      cfg::Range{1, 256});
+    v("num_threads", num_threads, "sentencepiece training threads (part of the cache key)", cfg::Range{1, 256});
     v("normalization", normalization, "sentencepiece normalization rule",
       cfg::OneOf{"identity", "nmt_nfkc", "nfkc", "nmt_nfkc_cf", "nfkc_cf"});
     v("split_digits", split_digits, "split every digit into its own piece");

@@ -77,8 +77,7 @@ Corpus Corpus::open(const std::string& dir, const std::string& hint) {
     split_documents(c.files_.back().view(), static_cast<uint32_t>(c.files_.size() - 1), c.docs_);
   }
   for (const auto& d : c.docs_) c.total_bytes_ += d.end - d.begin;
-  if (c.docs_.empty())
-    throw IoError(str("corpus has no documents: ", (root / "text").string(), " (hint: ", hint, ")"));
+  if (c.docs_.empty()) throw IoError(str("corpus has no documents: ", (root / "text").string(), " (hint: ", hint, ")"));
   return c;
 }
 

@@ -14,8 +14,8 @@ uint64_t xxh64_bytes(const void* p, size_t n, uint64_t seed = 0);
 // XXH64 of a string's bytes. Only std::string / std::string_view bind here (no const char*), so that
 // neither xxh64("abc", 0) nor xxh64(ptr, n) can silently mean something else.
 template <class S>
-  requires std::same_as<S, std::string> || std::same_as<S, std::string_view>
-uint64_t xxh64(const S& s, uint64_t seed = 0) {
+requires std::same_as<S, std::string> || std::same_as<S, std::string_view> uint64_t xxh64(const S& s,
+                                                                                          uint64_t seed = 0) {
   return xxh64_bytes(s.data(), s.size(), seed);
 }
 

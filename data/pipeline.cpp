@@ -77,24 +77,23 @@ TokenizerPaths train_tokenizer_on(const DataConfig& cfg, const TokenizerConfig& 
     Note() << "[data] tokenizer " << p.key << ": cache hit (" << p.dir << ")\n";
     return p;
   }
-  Note() << "[data] tokenizer " << p.key << ": training " << tcfg.model_type << " vocab " << tcfg.vocab_size
-            << " on " << corpus.dir() << "\n";
+  Note() << "[data] tokenizer " << p.key << ": training " << tcfg.model_type << " vocab " << tcfg.vocab_size << " on "
+         << corpus.dir() << "\n";
   const std::string tmp = staging_path(p.dir);
   make_dirs(tmp);
   try {
     Timer ts;
     const TrainingSample sample = sample_training_lines(corpus, tcfg);
     Note() << "[data] tokenizer: sampled " << format_count(sample.lines.size()) << " of "
-              << format_count(sample.eligible_lines) << " lines (" << fmt("%.1f", sample.bytes / 1e6) << " MB) in "
-              << fmt("%.1f", ts.seconds()) << " s\n";
+           << format_count(sample.eligible_lines) << " lines (" << fmt("%.1f", sample.bytes / 1e6) << " MB) in "
+           << fmt("%.1f", ts.seconds()) << " s\n";
     Timer tt;
     train_sentencepiece(sample, tcfg, tmp + "/spm");
     std::ostringstream y;
     y << "# tokenizer " << p.key << ": written by `pagegram data tokenizer` / `data tokenize` (data/pipeline.cpp)\n"
       << "corpus_dir: " << corpus.dir() << "\nmanifest_hash: " << hex64(corpus.manifest_hash())
       << "\nsample_lines: " << sample.lines.size() << "\neligible_lines: " << sample.eligible_lines
-      << "\nsample_bytes: " << sample.bytes << "\ntrain_seconds: " << fmt("%.1f", tt.seconds())
-      << "\nconfig:\n";
+      << "\nsample_bytes: " << sample.bytes << "\ntrain_seconds: " << fmt("%.1f", tt.seconds()) << "\nconfig:\n";
     std::istringstream lines(cfg::dump(tcfg));
     for (std::string line; std::getline(lines, line);) y << "  " << line << "\n";
     write_file(tmp + "/tokenizer.yaml", y.str());
@@ -105,15 +104,15 @@ TokenizerPaths train_tokenizer_on(const DataConfig& cfg, const TokenizerConfig& 
   }
   if (!publish_dir(tmp, p.dir)) Note() << "[data] tokenizer " << p.key << ": another process built it first\n";
   p.model_hash = hash_file(p.model);
-  Note() << "[data] tokenizer " << p.key << ": trained in " << fmt("%.1f", t.seconds()) << " s (" << p.dir
-            << ")\n";
+  Note() << "[data] tokenizer " << p.key << ": trained in " << fmt("%.1f", t.seconds()) << " s (" << p.dir << ")\n";
   return p;
 }
 
 // Throttled progress line on stderr: docs, MB, MB/s, ETA.
 class EncodeProgress {
  public:
-  EncodeProgress(std::string what, uint64_t docs, uint64_t bytes) : what_(std::move(what)), docs_(docs), bytes_(bytes) {}
+  EncodeProgress(std::string what, uint64_t docs, uint64_t bytes)
+      : what_(std::move(what)), docs_(docs), bytes_(bytes) {}
   void update(uint64_t docs_done, uint64_t bytes_done, bool force = false) {
     const double s = t_.seconds();
     if (!force && s - last_ < 5.0) return;
@@ -121,8 +120,8 @@ class EncodeProgress {
     const double rate = bytes_done / std::max(s, 1e-9);
     const double eta = rate > 0 ? (bytes_ - bytes_done) / rate : 0.0;
     Note() << "[data] " << what_ << ": " << docs_done << "/" << docs_ << " docs, " << fmt("%.1f", bytes_done / 1e6)
-              << "/" << fmt("%.1f", bytes_ / 1e6) << " MB, " << fmt("%.1f", rate / 1e6) << " MB/s, ETA "
-              << fmt("%.0f", eta) << " s\n";
+           << "/" << fmt("%.1f", bytes_ / 1e6) << " MB, " << fmt("%.1f", rate / 1e6) << " MB/s, ETA "
+           << fmt("%.0f", eta) << " s\n";
   }
 
  private:
@@ -192,9 +191,9 @@ SplitSummary summary_of(const TokenStoreHeader& h) { return {h.n_docs, h.n_token
 
 void print_summary(const TokenizeSummary& s) {
   auto line = [](const char* name, const SplitSummary& x) {
-    Note() << "[data]   " << name << ": " << format_count(x.tokens) << " tokens (" << x.tokens << "), "
-              << x.docs << " docs, " << fmt("%.1f", x.text_bytes / 1e6) << " MB, "
-              << fmt("%.3f", x.bytes_per_token()) << " bytes/token\n";
+    Note() << "[data]   " << name << ": " << format_count(x.tokens) << " tokens (" << x.tokens << "), " << x.docs
+           << " docs, " << fmt("%.1f", x.text_bytes / 1e6) << " MB, " << fmt("%.3f", x.bytes_per_token())
+           << " bytes/token\n";
   };
   Note() << "[data] token store " << s.store_dir << (s.cache_hit ? " (cache hit)" : "") << "\n";
   line("train  ", s.train);
@@ -211,7 +210,8 @@ std::string cache_dir(const DataConfig& cfg) {
   }
   if (const char* env = std::getenv("PAGEGRAM_CACHE"); env && *env) return env;
   if (!home || !*home)
-    throw ConfigError("data.cache_dir is empty and neither $PAGEGRAM_CACHE nor $HOME is set (hint: set data.cache_dir)");
+    throw ConfigError(
+        "data.cache_dir is empty and neither $PAGEGRAM_CACHE nor $HOME is set (hint: set data.cache_dir)");
   return std::string(home) + "/.cache/pagegram";
 }
 
@@ -277,7 +277,7 @@ std::string tokenizer_key(const TokenizerConfig& tcfg, uint64_t manifest_hash) {
 
 std::string split_key(const DataConfig& cfg) {
   return hex64(xxh64(std::string(str("pagegram-split-v1\nsplit_seed=", cfg.split_seed, "\nheldout_fraction=",
-                         fmt("%.17g", cfg.heldout_fraction), "\nencoding=", kEncodingVersion, "\n"))));
+                                     fmt("%.17g", cfg.heldout_fraction), "\nencoding=", kEncodingVersion, "\n"))));
 }
 
 TokenizerPaths tokenizer_paths(const DataConfig& cfg, const TokenizerConfig& tcfg) {
@@ -338,15 +338,16 @@ TokenizeSummary tokenize(const DataConfig& cfg, const TokenizerConfig& tcfg, con
   const auto n = static_cast<int64_t>(docs.size());
   std::vector<uint64_t> h(docs.size());
 #pragma omp parallel for schedule(dynamic, 256)
-  for (int64_t i = 0; i < n; ++i) h[i] = document_split_hash(corpus.text(docs[i]), static_cast<uint64_t>(cfg.split_seed));
+  for (int64_t i = 0; i < n; ++i)
+    h[i] = document_split_hash(corpus.text(docs[i]), static_cast<uint64_t>(cfg.split_seed));
   std::vector<uint32_t> order[2];
-  for (int64_t i = 0; i < n; ++i) order[is_heldout(h[i], cfg.heldout_fraction) ? 1 : 0].push_back(static_cast<uint32_t>(i));
+  for (int64_t i = 0; i < n; ++i)
+    order[is_heldout(h[i], cfg.heldout_fraction) ? 1 : 0].push_back(static_cast<uint32_t>(i));
   for (auto& o : order)
     std::sort(o.begin(), o.end(), [&](uint32_t a, uint32_t b) { return h[a] != h[b] ? h[a] < h[b] : a < b; });
   Note() << "[data] tokenize: " << docs.size() << " documents (" << fmt("%.1f", corpus.total_bytes() / 1e6)
-            << " MB) -> train " << order[0].size() << ", heldout " << order[1].size() << " (fraction "
-            << cfg.heldout_fraction << ", split_seed " << cfg.split_seed << "), " << omp_get_max_threads()
-            << " threads\n";
+         << " MB) -> train " << order[0].size() << ", heldout " << order[1].size() << " (fraction "
+         << cfg.heldout_fraction << ", split_seed " << cfg.split_seed << "), " << omp_get_max_threads() << " threads\n";
 
   TokenStoreInfo info;
   info.vocab_size = static_cast<uint64_t>(tok.vocab_size());
@@ -394,16 +395,17 @@ TokenizeSummary tokenize(const DataConfig& cfg, const TokenizerConfig& tcfg, con
   }
   // The corpus is mapped, not copied: a rebuild that replaces its files (rename) leaves this run consistent
   // with the manifest it started from, but the result then belongs to an outdated corpus. Say so.
-  if (std::string now = read_corpus_manifest(corpus.dir(), corpus_hint(cfg)); corpus_identity(now) != corpus.manifest_hash())
+  if (std::string now = read_corpus_manifest(corpus.dir(), corpus_hint(cfg));
+      corpus_identity(now) != corpus.manifest_hash())
     Note() << "[data] warning: " << corpus.dir() << " was rebuilt while tokenizing; this store belongs to the "
-              << "previous corpus (rerun `" << rebuild_command(config_path) << "`)\n";
+           << "previous corpus (rerun `" << rebuild_command(config_path) << "`)\n";
   if (!publish_dir(tmp, sum.store_dir)) Note() << "[data] tokenize: another process built the store first\n";
   sum.seconds = t.seconds();
   print_summary(sum);
   const double mb = (sum.train.text_bytes + sum.heldout.text_bytes) / 1e6;
   Note() << "[data] tokenize: encoded " << fmt("%.1f", mb) << " MB in " << fmt("%.1f", encode_seconds) << " s ("
-            << fmt("%.1f", mb / std::max(encode_seconds, 1e-9)) << " MB/s); stage done in " << fmt("%.1f", sum.seconds)
-            << " s\n";
+         << fmt("%.1f", mb / std::max(encode_seconds, 1e-9)) << " MB/s); stage done in " << fmt("%.1f", sum.seconds)
+         << " s\n";
   return sum;
 }
 
@@ -416,8 +418,7 @@ DataSet open_dataset(const DataConfig& cfg, const TokenizerConfig& tcfg, const s
   const std::string cmd = rebuild_command(config_path);
   ds.tokenizer_paths = tokenizer_paths(cfg, tcfg);
   const TokenizerPaths& tp = ds.tokenizer_paths;
-  if (!tp.cache_hit)
-    throw IoError(str("tokenizer ", tp.key, " not found: ", tp.model, " (hint: run `", cmd, "`)"));
+  if (!tp.cache_hit) throw IoError(str("tokenizer ", tp.key, " not found: ", tp.model, " (hint: run `", cmd, "`)"));
   ds.tokenizer = std::make_shared<const Tokenizer>(tp.model);
   if (ds.tokenizer->vocab_size() != tcfg.vocab_size)
     throw IoError(str("tokenizer ", tp.model, ": has ", ds.tokenizer->vocab_size(), " pieces, the config asks for ",
@@ -432,21 +433,21 @@ DataSet open_dataset(const DataConfig& cfg, const TokenizerConfig& tcfg, const s
   opt.rebuild_command = cmd;
   ds.train = std::make_shared<const TokenStore>(TokenStore::open(ds.store_dir + "/train.pgtok", opt));
   ds.heldout = std::make_shared<const TokenStore>(TokenStore::open(ds.store_dir + "/heldout.pgtok", opt));
-  for (const auto& [store, want, name] : {std::tuple{ds.train.get(), Split::kTrain, "train"},
-                                          std::tuple{ds.heldout.get(), Split::kHeldout, "heldout"}})
+  for (const auto& [store, want, name] :
+       {std::tuple{ds.train.get(), Split::kTrain, "train"}, std::tuple{ds.heldout.get(), Split::kHeldout, "heldout"}})
     if (store->header().info.split != want)
       throw IoError(str("token store ", store->path(), ": header field 'split' at byte offset 72 is ",
-                        static_cast<uint32_t>(store->header().info.split), ", not ", static_cast<uint32_t>(want), " (", name,
-                        ") (hint: a split file was copied over another; rebuild with `", cmd, "`)"));
+                        static_cast<uint32_t>(store->header().info.split), ", not ", static_cast<uint32_t>(want), " (",
+                        name, ") (hint: a split file was copied over another; rebuild with `", cmd, "`)"));
   ds.val_tokens = cfg.val_tokens;
   if (ds.heldout->n_tokens() < static_cast<uint64_t>(cfg.val_tokens))
     throw ConfigError(str("data.val_tokens = ", cfg.val_tokens, " exceeds the ", ds.heldout->n_tokens(),
                           " held-out tokens of ", ds.heldout->path(),
                           " (hint: lower data.val_tokens or raise data.heldout_fraction and re-tokenize)"));
   Note() << "[data] dataset: train " << format_count(ds.train->n_tokens()) << " tokens, heldout "
-            << format_count(ds.heldout->n_tokens()) << " (val " << format_count(ds.val_tokens) << ", test "
-            << format_count(ds.heldout->n_tokens() - ds.val_tokens) << "), vocab " << ds.tokenizer->vocab_size()
-            << ", opened in " << fmt("%.2f", t.seconds()) << " s\n";
+         << format_count(ds.heldout->n_tokens()) << " (val " << format_count(ds.val_tokens) << ", test "
+         << format_count(ds.heldout->n_tokens() - ds.val_tokens) << "), vocab " << ds.tokenizer->vocab_size()
+         << ", opened in " << fmt("%.2f", t.seconds()) << " s\n";
   return ds;
 }
 

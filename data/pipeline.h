@@ -32,8 +32,8 @@ std::string corpus_dir(const DataConfig& cfg);
 void build_corpus(const DataConfig& cfg, bool quick, const std::string& source_dir);
 
 struct TokenizerPaths {
-  std::string key;    // 16 hex digits
-  std::string dir;    // <cache>/tokenizers/<key>
+  std::string key;  // 16 hex digits
+  std::string dir;  // <cache>/tokenizers/<key>
   std::string model;  // <dir>/spm.model
   std::string vocab;  // <dir>/spm.vocab
   uint64_t model_hash = 0;  // xxh64 of the model file (0 until it exists)

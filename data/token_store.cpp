@@ -38,7 +38,7 @@ void pwrite_all(int fd, const void* p, size_t n, uint64_t at, const std::string&
     if (w < 0 && errno == EINTR) continue;
     if (w <= 0)
       throw ResourceError(str("cannot write ", path, " at byte offset ", at, ": ", std::strerror(errno),
-                        " (hint: check free disk space)"));
+                              " (hint: check free disk space)"));
     c += w;
     n -= static_cast<size_t>(w);
     at += static_cast<uint64_t>(w);
@@ -47,8 +47,8 @@ void pwrite_all(int fd, const void* p, size_t n, uint64_t at, const std::string&
 
 [[noreturn]] void fail(const std::string& path, const std::string& field, uint64_t offset, const std::string& what,
                        const TokenStoreOpenOptions& opt) {
-  throw IoError(str("token store ", path, ": ", field, " at byte offset ", offset, ": ", what,
-                    " (hint: rebuild with `", opt.rebuild_command, "`)"));
+  throw IoError(str("token store ", path, ": ", field, " at byte offset ", offset, ": ", what, " (hint: rebuild with `",
+                    opt.rebuild_command, "`)"));
 }
 
 // Parses and checks the header of a mapped file of `size` bytes (sizes, hashes of header, options).
@@ -82,16 +82,16 @@ TokenStoreHeader parse_header(const uint8_t* d, uint64_t size, const std::string
   h.text_bytes = get<uint64_t>(d, 80);
   h.info.newline_id = get<uint32_t>(d, 88);
   if (h.version != kTokenStoreVersion)
-    fail(path, "format_version", 8, str("version ", h.version, ", this build reads version ", kTokenStoreVersion),
-         opt);
-  if (h.id_bytes != 2 && h.id_bytes != 4) fail(path, "id_bytes", 12, str("id width ", h.id_bytes, ", expected 2 or 4"), opt);
+    fail(path, "format_version", 8, str("version ", h.version, ", this build reads version ", kTokenStoreVersion), opt);
+  if (h.id_bytes != 2 && h.id_bytes != 4)
+    fail(path, "id_bytes", 12, str("id width ", h.id_bytes, ", expected 2 or 4"), opt);
   if (h.info.vocab_size == 0 || h.info.vocab_size > (uint64_t{1} << 32) ||
       (h.id_bytes == 2 && h.info.vocab_size > 65536))
     fail(path, "vocab_size", 16, str("vocab_size ", h.info.vocab_size, " does not fit id width ", h.id_bytes), opt);
   // Sizes: compare in a form that cannot overflow (each count is bounded by the file size first).
   const bool plausible = h.n_docs < size / 8 && h.n_tokens <= size;
-  const uint64_t expected = plausible ? kTokenStoreHeaderBytes + 8 * (h.n_docs + 1) + pad8(h.n_tokens * h.id_bytes) + 8
-                                      : UINT64_MAX;
+  const uint64_t expected =
+      plausible ? kTokenStoreHeaderBytes + 8 * (h.n_docs + 1) + pad8(h.n_tokens * h.id_bytes) + 8 : UINT64_MAX;
   if (expected != size)
     fail(path, "file size", std::min(size, expected),
          str("file has ", size, " bytes but the header (n_docs ", h.n_docs, ", n_tokens ", h.n_tokens, ", id_bytes ",
@@ -245,10 +245,8 @@ TokenStore TokenStore::open(const std::string& path, const TokenStoreOpenOptions
          str("is ", s.offsets_[h.n_docs], ", expected n_tokens ", h.n_tokens), opt);
 
   const uint64_t ids_at = off_at(h.n_docs + 1);
-  if (h.id_bytes == 2)
-    s.ids16_ = {reinterpret_cast<const uint16_t*>(d + ids_at), h.n_tokens};
-  else
-    s.ids32_ = {reinterpret_cast<const uint32_t*>(d + ids_at), h.n_tokens};
+  if (h.id_bytes == 2) s.ids16_ = {reinterpret_cast<const uint16_t*>(d + ids_at), h.n_tokens};
+  else s.ids32_ = {reinterpret_cast<const uint32_t*>(d + ids_at), h.n_tokens};
   const uint64_t vocab = h.info.vocab_size;
   s.with_ids([&](auto ids) {
     uint64_t max_id = 0;  // branch-free scan first; locate the offender only on failure

@@ -44,7 +44,8 @@ Tokenizer::Tokenizer(const std::string& model_path)
   vocab_size_ = sp_->GetPieceSize();
   const int nl = sp_->PieceToId("<0x0A>");
   if (nl <= 0 || !sp_->IsByte(nl))
-    throw IoError(str("tokenizer ", model_path, " has no byte piece <0x0A> for newlines (trained without "
+    throw IoError(str("tokenizer ", model_path,
+                      " has no byte piece <0x0A> for newlines (trained without "
                       "byte_fallback?; hint: retrain with tokenizer.byte_fallback=true)"));
   if (sp_->eos_id() < 0)
     throw IoError(str("tokenizer ", model_path, " has no </s> piece (hint: retrain with `pagegram data tokenize`)"));
@@ -86,8 +87,7 @@ bool Tokenizer::encode_document(std::string_view text, std::vector<uint32_t>& ou
 std::vector<uint32_t> Tokenizer::encode_document(std::string_view text) const {
   std::vector<uint32_t> out;
   std::string err;
-  if (!encode_document(text, out, &err))
-    throw IoError(str("tokenizer ", path_, ": cannot encode a document: ", err));
+  if (!encode_document(text, out, &err)) throw IoError(str("tokenizer ", path_, ": cannot encode a document: ", err));
   return out;
 }
 
@@ -136,9 +136,9 @@ TrainingSample sample_training_lines(const Corpus& corpus, const TokenizerConfig
   TrainingSample s;
   for (const auto& d : corpus.documents())
     for_each_line(corpus.text(d), [&](std::string_view line) { s.eligible_lines += eligible(line); });
-  const double p = s.eligible_lines == 0 ? 0.0
-                                         : static_cast<double>(cfg.input_sentence_size) /
-                                               static_cast<double>(s.eligible_lines);
+  const double p = s.eligible_lines == 0
+                       ? 0.0
+                       : static_cast<double>(cfg.input_sentence_size) / static_cast<double>(s.eligible_lines);
   const RngStream rng(static_cast<uint64_t>(cfg.seed), "tokenizer.sample");
   uint64_t i = 0;
   for (const auto& d : corpus.documents())
@@ -223,7 +223,8 @@ void train_sentencepiece(const TrainingSample& sample, const TokenizerConfig& cf
       const auto secs = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - t0).count();
       if (secs >= shown + 10 && saved >= 0) {
         shown = secs;
-        const std::string line = str("[data] tokenizer: sentencepiece training, ", secs, " s so far (its log: ", log_path, ")\n");
+        const std::string line =
+            str("[data] tokenizer: sentencepiece training, ", secs, " s so far (its log: ", log_path, ")\n");
         if (::write(saved, line.data(), line.size()) < 0) break;
       }
     }
@@ -246,7 +247,8 @@ void train_sentencepiece(const TrainingSample& sample, const TokenizerConfig& cf
   write_file(model_prefix + ".model", serialized);
   sentencepiece::SentencePieceProcessor sp;
   st = sp.LoadFromSerializedProto(serialized);
-  if (!st.ok()) throw IoError(str("sentencepiece produced an unreadable model for ", model_prefix, ": ", st.ToString()));
+  if (!st.ok())
+    throw IoError(str("sentencepiece produced an unreadable model for ", model_prefix, ": ", st.ToString()));
   std::string vocab;
   for (int i = 0; i < sp.GetPieceSize(); ++i) vocab += str(sp.IdToPiece(i), "\t", sp.GetScore(i), "\n");
   write_file(model_prefix + ".vocab", vocab);

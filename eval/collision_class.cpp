@@ -26,7 +26,8 @@ double CollisionClassRow::owner_share(int c) const {
 CollisionClassReport loss_by_collision_class(TrainedModel& tm, int64_t n,
                                              const std::function<void(int64_t, int64_t)>& progress) {
   MemoryInjector* mem = tm.mem();
-  if (!mem) throw UserError("collision classes: the checkpoint was trained without a memory table (memory.layout none)");
+  if (!mem)
+    throw UserError("collision classes: the checkpoint was trained without a memory table (memory.layout none)");
   PG_CHECK(tm.data, "loss_by_collision_class needs the checkpoint's dataset");
   const ExperimentConfig& cfg = tm.cfg();
   const data::DataSet& ds = *tm.data;
@@ -59,7 +60,8 @@ CollisionClassReport loss_by_collision_class(TrainedModel& tm, int64_t n,
     const int64_t expect = tm.state().step * cfg.train.accum_steps(T) * B;
     if (rep.train_windows != expect)
       throw IoError(str("collision classes: replaying the sampler gave ", rep.train_windows, " training windows, the ",
-                        "checkpoint's ", tm.state().step, " steps drew ", expect, " (hint: a checkpoint of another "
+                        "checkpoint's ", tm.state().step, " steps drew ", expect,
+                        " (hint: a checkpoint of another "
                         "build or data; retrain)"));
   }
   rep.touched_rows = occ.touched_rows();

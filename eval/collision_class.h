@@ -25,7 +25,7 @@ struct CollisionClassRow {
   int64_t order = 0;
   int64_t heads_per_order = 0;
   std::array<int64_t, 3> positions{};  // clean, some, all
-  std::array<double, 3> loss_sum{};    // nats, summed over the class's positions
+  std::array<double, 3> loss_sum{};  // nats, summed over the class's positions
   std::array<int64_t, 3> owner_positions{};  // owner reading: owned in every head, some, none
   std::array<double, 3> owner_loss_sum{};
   double mean(int c) const { return positions[c] ? loss_sum[c] / static_cast<double>(positions[c]) : 0.0; }
@@ -37,11 +37,11 @@ struct CollisionClassRow {
 };
 
 struct CollisionClassReport {
-  std::string layout;                  // "engram", "pagegram(S=4)", ...
-  int64_t train_windows = 0;           // training windows replayed
+  std::string layout;  // "engram", "pagegram(S=4)", ...
+  int64_t train_windows = 0;  // training windows replayed
   int64_t rows = 0, touched_rows = 0, shared_rows = 0;
   int64_t windows = 0, positions = 0;  // validation windows and positions evaluated
-  double mean_loss = 0;                // over every position (equals `pagegram eval` over the same windows)
+  double mean_loss = 0;  // over every position (equals `pagegram eval` over the same windows)
   std::vector<CollisionClassRow> orders;
 };
 

@@ -52,7 +52,8 @@ TrainedModel build(const Model& m) {
 }  // namespace
 
 GenBenchResult run_generate_bench(const GenBenchConfig& cfg) {
-  if (cfg.checkpoints.empty() && cfg.configs.empty()) throw UserError("bench generate: give --checkpoint or --config (repeatable)");
+  if (cfg.checkpoints.empty() && cfg.configs.empty())
+    throw UserError("bench generate: give --checkpoint or --config (repeatable)");
   if (cfg.prompt_tokens < 1 || cfg.decode_tokens < 1 || cfg.sessions < 1 || cfg.batch_steps < 1)
     throw UserError("bench generate: prompt tokens, decode tokens, sessions and steps must be >= 1");
   std::filesystem::create_directories(cfg.table_dir);
@@ -62,7 +63,8 @@ GenBenchResult run_generate_bench(const GenBenchConfig& cfg) {
     m.checkpoint = c;
     m.cfg = checkpoint_config(c);
     const std::filesystem::path cp(c);  // the run directory's name (runs/<sweep>/<run>-<hash>/checkpoint.h5)
-    m.name = cp.has_parent_path() && !cp.parent_path().filename().empty() ? cp.parent_path().filename().string() : m.cfg.name;
+    m.name = cp.has_parent_path() && !cp.parent_path().filename().empty() ? cp.parent_path().filename().string()
+                                                                          : m.cfg.name;
     models.push_back(m);
   }
   for (const std::string& c : cfg.configs) {
@@ -82,8 +84,8 @@ GenBenchResult run_generate_bench(const GenBenchConfig& cfg) {
     m.layout = m.cfg.memory.layout == "pagegram" ? str("pagegram S=", m.cfg.memory.slots) : m.cfg.memory.layout;
     const int64_t T = m.cfg.model.context;
     if (cfg.prompt_tokens + cfg.decode_tokens > T)
-      throw UserError(str("bench generate: ", cfg.prompt_tokens, " prompt + ", cfg.decode_tokens, " decoded tokens pass ",
-                          m.name, "'s context of ", T, " (hint: fewer tokens)"));
+      throw UserError(str("bench generate: ", cfg.prompt_tokens, " prompt + ", cfg.decode_tokens,
+                          " decoded tokens pass ", m.name, "'s context of ", T, " (hint: fewer tokens)"));
     for (const std::string& src : cfg.sources) {
       TrainedModel tm = build(m);
       const MemoryInjector* mem = tm.mem();
@@ -101,12 +103,11 @@ GenBenchResult run_generate_bench(const GenBenchConfig& cfg) {
             eo.synthetic_params = cfg.synthetic_params;
             eo.verify = false;
             m.table = (std::filesystem::path(cfg.table_dir) /
-                       (m.name + ".synthetic-" + format_count(cfg.synthetic_params) + ".nf4.pgt")).string();
+                       (m.name + ".synthetic-" + format_count(cfg.synthetic_params) + ".nf4.pgt"))
+                          .string();
             export_table(eo, m.table);
-          } else if (!m.checkpoint.empty())
-            export_table_file(m.table, L, mem->table().values().data(), "zero", 0, wo);
-          else
-            write_random_table_file(m.table, L, cfg.seed, wo);
+          } else if (!m.checkpoint.empty()) export_table_file(m.table, L, mem->table().values().data(), "zero", 0, wo);
+          else write_random_table_file(m.table, L, cfg.seed, wo);
         }
         TableOpenOptions to;
         if (src == "mmap") {
@@ -117,13 +118,14 @@ GenBenchResult run_generate_bench(const GenBenchConfig& cfg) {
         } else {
           throw UserError(str("bench generate: source '", src, "': expected ram, mmap or direct:<cache bytes>"));
         }
-        source = open_table_file(m.table, L, tm.cfg().memory, tm.cfg().model.d_model,
-                                 tm.data && tm.data->tokenizer ? tm.data->tokenizer->pieces() : std::vector<std::string>{},
-                                 to);
+        source = open_table_file(
+            m.table, L, tm.cfg().memory, tm.cfg().model.d_model,
+            tm.data && tm.data->tokenizer ? tm.data->tokenizer->pieces() : std::vector<std::string>{}, to);
       }
       // Prompts: held-out tokens when the tokenizer data matches, else random ids.
       const int64_t V = m.cfg.model.vocab, P = cfg.prompt_tokens, S = cfg.sessions;
-      std::vector<std::vector<int32_t>> prompts(static_cast<size_t>(S + 1), std::vector<int32_t>(static_cast<size_t>(P)));
+      std::vector<std::vector<int32_t>> prompts(static_cast<size_t>(S + 1),
+                                                std::vector<int32_t>(static_cast<size_t>(P)));
       if (tm.data && tm.data->tokenizer && tm.data->tokenizer->vocab_size() == V) {
         const data::TestStream ts = tm.data->test_stream();
         for (size_t i = 0; i < prompts.size(); ++i)
@@ -164,7 +166,8 @@ GenBenchResult run_generate_bench(const GenBenchConfig& cfg) {
       row.decode1_p99_ms = 1e3 * percentile(lat, 0.99);
       row.decode1_wait_ms = 1e3 * (e.stats().memory_wait_seconds - wait0) / static_cast<double>(cfg.decode_tokens);
       if (e.source()) {
-        row.decode1_reads = static_cast<double>(e.source()->stats().device_reads) / static_cast<double>(cfg.decode_tokens);
+        row.decode1_reads =
+            static_cast<double>(e.source()->stats().device_reads) / static_cast<double>(cfg.decode_tokens);
         row.decode1_read_ms = 1e3 * e.source()->stats().io_seconds / static_cast<double>(cfg.decode_tokens);
       }
       e.close(s);
@@ -189,7 +192,8 @@ GenBenchResult run_generate_bench(const GenBenchConfig& cfg) {
       row.decodeN_p99_ms = 1e3 * percentile(lat, 0.99);
       row.decodeN_wait_ms = 1e3 * (e.stats().memory_wait_seconds - wait0) / static_cast<double>(cfg.batch_steps);
       if (e.source()) {
-        row.decodeN_reads = static_cast<double>(e.source()->stats().device_reads) / static_cast<double>(S * cfg.batch_steps);
+        row.decodeN_reads =
+            static_cast<double>(e.source()->stats().device_reads) / static_cast<double>(S * cfg.batch_steps);
         row.decodeN_read_ms = 1e3 * e.source()->stats().io_seconds / static_cast<double>(cfg.batch_steps);
       }
       res.rows.push_back(row);
@@ -199,18 +203,24 @@ GenBenchResult run_generate_bench(const GenBenchConfig& cfg) {
 }
 
 std::string format_generate_bench(const GenBenchResult& r) {
-  std::string out = str("Table reads ", r.overlap ? "overlap the blocks before the first injection" : "precede the forward (--no-overlap)",
-                        "; read / wait ms: per decode step, the table source's read time and the part the forward waited for.\n\n"
-                        "| model | layout | table | prefill tok/s | decode tok/s, 1 session | p50 / p99 ms | reads/token | read / wait ms | "
-                        "decode tok/s, ", r.sessions, " sessions | p50 / p99 ms per step | reads/token | read / wait ms |\n"
-                        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  std::string out =
+      str("Table reads ",
+          r.overlap ? "overlap the blocks before the first injection" : "precede the forward (--no-overlap)",
+          "; read / wait ms: per decode step, the table source's read time and the part the forward waited for.\n\n"
+          "| model | layout | table | prefill tok/s | decode tok/s, 1 session | p50 / p99 ms | reads/token | read / "
+          "wait ms | "
+          "decode tok/s, ",
+          r.sessions,
+          " sessions | p50 / p99 ms per step | reads/token | read / wait ms |\n"
+          "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   char buf[640];
   for (const GenBenchRow& w : r.rows) {
-    std::snprintf(buf, sizeof(buf),
-                  "| %s | %s | %s | %.0f | %.1f | %.2f / %.2f | %.2f | %.3f / %.3f | %.1f | %.1f / %.1f | %.2f | %.2f / %.2f |\n",
-                  w.model.c_str(), w.layout.c_str(), w.source.c_str(), w.prefill_tok_s, w.decode1_tok_s, w.decode1_p50_ms,
-                  w.decode1_p99_ms, w.decode1_reads, w.decode1_read_ms, w.decode1_wait_ms, w.decodeN_tok_s,
-                  w.decodeN_p50_ms, w.decodeN_p99_ms, w.decodeN_reads, w.decodeN_read_ms, w.decodeN_wait_ms);
+    std::snprintf(
+        buf, sizeof(buf),
+        "| %s | %s | %s | %.0f | %.1f | %.2f / %.2f | %.2f | %.3f / %.3f | %.1f | %.1f / %.1f | %.2f | %.2f / %.2f |\n",
+        w.model.c_str(), w.layout.c_str(), w.source.c_str(), w.prefill_tok_s, w.decode1_tok_s, w.decode1_p50_ms,
+        w.decode1_p99_ms, w.decode1_reads, w.decode1_read_ms, w.decode1_wait_ms, w.decodeN_tok_s, w.decodeN_p50_ms,
+        w.decodeN_p99_ms, w.decodeN_reads, w.decodeN_read_ms, w.decodeN_wait_ms);
     out += buf;
   }
   // Ratios: each model's disk rows against its RAM row; PageGram against Engram-style per source.
@@ -229,8 +239,8 @@ std::string format_generate_bench(const GenBenchResult& r) {
     if (p.layout.rfind("pagegram", 0) != 0) continue;
     for (const GenBenchRow& q : r.rows) {
       if (q.layout != "engram" || q.spec != p.spec) continue;
-      std::snprintf(buf, sizeof(buf), "%s vs %s, %s: %lld-session aggregate decode %.2fx, 1-session %.2fx", p.model.c_str(),
-                    q.model.c_str(), p.spec.c_str(), static_cast<long long>(r.sessions),
+      std::snprintf(buf, sizeof(buf), "%s vs %s, %s: %lld-session aggregate decode %.2fx, 1-session %.2fx",
+                    p.model.c_str(), q.model.c_str(), p.spec.c_str(), static_cast<long long>(r.sessions),
                     p.decodeN_tok_s / q.decodeN_tok_s, p.decode1_tok_s / q.decode1_tok_s);
       out += buf;
       if (p.decodeN_read_ms > 0 && q.decodeN_read_ms > 0) {  // tokens per second of read time: the lookup throughput

@@ -17,17 +17,17 @@ namespace pg {
 
 struct GenBenchConfig {
   std::vector<std::string> checkpoints;  // trained models (their tables exported as NF4 into table_dir)
-  std::vector<std::string> configs;      // or experiment configs (random model, random NF4 table file)
+  std::vector<std::string> configs;  // or experiment configs (random model, random NF4 table file)
   std::vector<std::string> config_sets;  // --set overrides for every config
-  std::string table_dir;                 // where table files go (a disk: O_DIRECT needs one; not tmpfs)
+  std::string table_dir;  // where table files go (a disk: O_DIRECT needs one; not tmpfs)
   std::vector<std::string> sources = {"ram", "direct:0", "direct:1GiB"};  // ram | mmap | direct:<cache>
   int64_t prompt_tokens = 64;
   int64_t decode_tokens = 32;  // decode steps of the one-session run
   int64_t sessions = 64;
-  int64_t batch_steps = 8;     // decode steps of the many-session run
+  int64_t batch_steps = 8;  // decode steps of the many-session run
   uint64_t seed = 0;
   bool progress = true;
-  bool overlap = true;          // table reads beside the blocks before the first injection (infer/engine.h)
+  bool overlap = true;  // table reads beside the blocks before the first injection (infer/engine.h)
   double synthetic_params = 0;  // > 0: a trained model's table is written as a synthetic file of this size
                                 // (infer/table_export.h: the trained rows spread over a full-size table)
 };

@@ -240,24 +240,22 @@ void Engine::cut_after_eos(Sess& s, size_t from) const {
 void Engine::roll_back(Sess& s, const Mark& m) {
   s.history.resize(m.hist);
   s.docs.resize(m.docs);
-  if (!s.stale && s.cache_start == m.cache_start && s.cache->length() >= m.cache_len)
-    s.cache->truncate(m.cache_len);
-  else
-    s.stale = true;
+  if (!s.stale && s.cache_start == m.cache_start && s.cache->length() >= m.cache_len) s.cache->truncate(m.cache_len);
+  else s.stale = true;
 }
 
 int32_t Engine::sample(Sess& s) {
   const std::vector<float>& lg = s.logits;
   const int64_t V = static_cast<int64_t>(lg.size());
   const SamplingOptions& so = s.sampling;
-  if (so.temperature == 0.0)
-    return static_cast<int32_t>(std::max_element(lg.begin(), lg.end()) - lg.begin());
+  if (so.temperature == 0.0) return static_cast<int32_t>(std::max_element(lg.begin(), lg.end()) - lg.begin());
   const int64_t k = so.top_k > 0 ? std::min(so.top_k, V) : V;
   if (k == V) {  // the whole vocabulary in id order: no sort
     const double mx = *std::max_element(lg.begin(), lg.end());
     p_.resize(static_cast<size_t>(V));
     double sum = 0;
-    for (int64_t i = 0; i < V; ++i) sum += (p_[static_cast<size_t>(i)] = std::exp((lg[static_cast<size_t>(i)] - mx) / so.temperature));
+    for (int64_t i = 0; i < V; ++i)
+      sum += (p_[static_cast<size_t>(i)] = std::exp((lg[static_cast<size_t>(i)] - mx) / so.temperature));
     double u = s.rng.uniform() * sum;
     for (int64_t i = 0; i < V; ++i)
       if ((u -= p_[static_cast<size_t>(i)]) < 0) return static_cast<int32_t>(i);
@@ -288,7 +286,8 @@ std::vector<int32_t> Engine::step(std::span<const int64_t> ids) {
   for (int64_t id : ids) {
     Sess& s = get(id);
     if (s.logits.empty()) throw UserError(str("session ", id, " has no tokens yet (hint: feed a prompt first)"));
-    if (std::find(ss.begin(), ss.end(), &s) != ss.end()) throw UserError(str("session ", id, " listed twice in one step"));
+    if (std::find(ss.begin(), ss.end(), &s) != ss.end())
+      throw UserError(str("session ", id, " listed twice in one step"));
     marks.push_back(mark(s));
     const int32_t tok = sample(s);
     out.push_back(tok);
@@ -329,7 +328,11 @@ std::vector<int32_t> Engine::step(std::span<const int64_t> ids) {
 
 std::vector<int32_t> Engine::encode(const std::string& text) const {
   const data::Tokenizer* tk = tokenizer();
-  if (!tk) throw UserError(tokenizer_note_.empty() ? "the checkpoint's tokenizer is not available (hint: pagegram data tokenizer --config <its config>)" : tokenizer_note_);
+  if (!tk)
+    throw UserError(
+        tokenizer_note_.empty()
+            ? "the checkpoint's tokenizer is not available (hint: pagegram data tokenizer --config <its config>)"
+            : tokenizer_note_);
   std::vector<uint32_t> ids = tk->encode_document(text);
   if (!ids.empty() && ids.back() == tk->eos_id()) ids.pop_back();  // a prompt is an unfinished document
   return std::vector<int32_t>(ids.begin(), ids.end());
@@ -337,7 +340,11 @@ std::vector<int32_t> Engine::encode(const std::string& text) const {
 
 std::string Engine::decode(std::span<const int32_t> ids) const {
   const data::Tokenizer* tk = tokenizer();
-  if (!tk) throw UserError(tokenizer_note_.empty() ? "the checkpoint's tokenizer is not available (hint: pagegram data tokenizer --config <its config>)" : tokenizer_note_);
+  if (!tk)
+    throw UserError(
+        tokenizer_note_.empty()
+            ? "the checkpoint's tokenizer is not available (hint: pagegram data tokenizer --config <its config>)"
+            : tokenizer_note_);
   // An end-of-document token is not text: each document decoded alone, a document's end written as a newline.
   std::string out;
   std::vector<uint32_t> u;
@@ -361,7 +368,8 @@ std::string Engine::decode_tail(int64_t id, int64_t n) const {
   const std::span<const int32_t> h(s.history);
   const std::string before = decode(h.subspan(static_cast<size_t>(len - n - ctx), static_cast<size_t>(ctx)));
   const std::string all = decode(h.subspan(static_cast<size_t>(len - n - ctx), static_cast<size_t>(ctx + n)));
-  return all.compare(0, before.size(), before) == 0 ? all.substr(before.size()) : decode(h.subspan(static_cast<size_t>(len - n)));
+  return all.compare(0, before.size(), before) == 0 ? all.substr(before.size())
+                                                    : decode(h.subspan(static_cast<size_t>(len - n)));
 }
 
 }  // namespace pg

@@ -7,13 +7,14 @@
 // logits of its last token. Feeding tokens (prefill) computes every new position's addresses first, fetches the
 // rows of all of them in one read (a row needed twice is read once), then runs the backbone over all positions in
 // one forward; W_V runs batched. The reads run on a thread of their own while the backbone computes the blocks before
-// the first one that injects (with injection at block 0 only the embedding overlaps them). A decode step samples one token per session from its logits, addresses and
-// fetches the rows of all sampled tokens at once (the reads start the moment the tokens are known), and runs one
-// batched forward. Past the model's context (the trained RoPE range) a session's cache restarts from its last
-// context/2 tokens (re-prefilled); the n-gram history is unaffected.
+// the first one that injects (with injection at block 0 only the embedding overlaps them). A decode step samples one
+// token per session from its logits, addresses and fetches the rows of all sampled tokens at once (the reads start the
+// moment the tokens are known), and runs one batched forward. Past the model's context (the trained RoPE range) a
+// session's cache restarts from its last context/2 tokens (re-prefilled); the n-gram history is unaffected.
 //
 // Sampling is seeded per session (RngStream(seed, "generate"), one uniform per sampled token): temperature, top-k;
-// temperature 0 is greedy. The same model, table contents, prompt and seed give the same tokens with any source and thread count.
+// temperature 0 is greedy. The same model, table contents, prompt and seed give the same tokens with any source and
+// thread count.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -32,16 +33,16 @@ namespace pg {
 
 struct SamplingOptions {
   double temperature = 0.8;  // 0 = greedy (argmax, lowest id on ties)
-  int64_t top_k = 40;        // 0 = the whole vocabulary
+  int64_t top_k = 40;  // 0 = the whole vocabulary
   uint64_t seed = 0;
 };
 
 struct EngineStats {
   int64_t prefill_tokens = 0, decode_tokens = 0;
   double prefill_seconds = 0, decode_seconds = 0;  // wall time of prefill / decode calls (I/O included)
-  double memory_seconds = 0;       // the forward's time on memory work: addressing, waiting for the reads, gather
+  double memory_seconds = 0;  // the forward's time on memory work: addressing, waiting for the reads, gather
   double memory_wait_seconds = 0;  // of which waiting for table reads that the earlier blocks did not hide
-  int64_t restarts = 0;                            // caches restarted past the context
+  int64_t restarts = 0;  // caches restarted past the context
 };
 
 class Engine {
@@ -98,10 +99,10 @@ class Engine {
  private:
   struct Sess {
     std::vector<int32_t> history;  // every token, the n-gram state
-    std::vector<uint64_t> docs;    // document starts (positions in history), sorted, first 0
+    std::vector<uint64_t> docs;  // document starts (positions in history), sorted, first 0
     std::unique_ptr<KvCache> cache;
     int64_t cache_start = 0;  // history position of cache position 0
-    bool stale = false;       // a failed call left the cache unusable: the next run restarts it (as past the context)
+    bool stale = false;  // a failed call left the cache unusable: the next run restarts it (as past the context)
     std::vector<float> logits;
     SamplingOptions sampling;
     RngStream rng{0, "generate"};

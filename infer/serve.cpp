@@ -15,17 +15,19 @@ namespace pg {
 
 std::unique_ptr<Engine> open_engine(const EngineOptions& o) {
   if (o.max_batch < 1 || o.max_batch > 4096) throw UserError(str("--batch ", o.max_batch, ": expected 1..4096"));
-  if (o.cache_bytes > 0 && o.table_mode != "direct")  // mmap's cache is the kernel's page cache: --cache would do nothing
+  if (o.cache_bytes > 0 &&
+      o.table_mode != "direct")  // mmap's cache is the kernel's page cache: --cache would do nothing
     throw UserError(str("--cache ", o.cache_bytes, " bytes: only --table-mode direct has its own cache (", o.table_mode,
                         " reads through the kernel's page cache) (hint: drop --cache, or use --table-mode direct)"));
   TrainedModelOptions to;
   to.open_data = false;
   to.table_ready = true;  // the table's decay replayed: the values an export writes
-  to.micro_batch = 1;     // the decoder has its own scratch
+  to.micro_batch = 1;  // the decoder has its own scratch
   TrainedModel tm = load_trained_model(o.checkpoint, to);
   std::string no_tokenizer;  // why there is none, for the error of a request that needs one (ids-only use works)
   if (!tm.data) {
-    // Serving needs the tokenizer only, not the token stores: the cached sentencepiece model of the checkpoint's config.
+    // Serving needs the tokenizer only, not the token stores: the cached sentencepiece model of the checkpoint's
+    // config.
     const data::TokenizerPaths tp = data::tokenizer_paths(tm.cfg().data, tm.cfg().tokenizer);
     if (tp.cache_hit) {
       auto ds = std::make_unique<data::DataSet>();
@@ -48,7 +50,8 @@ std::unique_ptr<Engine> open_engine(const EngineOptions& o) {
                           tm.data && tm.data->tokenizer ? tm.data->tokenizer->pieces() : std::vector<std::string>{},
                           {.mode = o.table_mode, .cache_bytes = o.cache_bytes, .progress = o.progress});
   } else if (o.table_mode == "direct" || o.cache_bytes > 0) {
-    throw UserError("--table-mode direct and --cache need --table FILE.pgt (hint: pagegram export --checkpoint C --out T.pgt)");
+    throw UserError(
+        "--table-mode direct and --cache need --table FILE.pgt (hint: pagegram export --checkpoint C --out T.pgt)");
   }
   auto e = std::make_unique<Engine>(std::move(tm), std::move(src), o.max_batch, o.overlap);
   e->set_tokenizer_note(no_tokenizer);
@@ -75,7 +78,8 @@ SamplingOptions parse_sampling(std::istringstream& in) {
   std::string kv;
   while (in >> kv) {
     const size_t eq = kv.find('=');
-    if (eq == std::string::npos) throw UserError(str("option '", kv, "': expected key=value (seed, temperature, top_k)"));
+    if (eq == std::string::npos)
+      throw UserError(str("option '", kv, "': expected key=value (seed, temperature, top_k)"));
     const std::string k = kv.substr(0, eq), v = kv.substr(eq + 1);
     if (k == "seed") {
       so.seed = static_cast<uint64_t>(parse_int(v, "seed"));
@@ -107,8 +111,7 @@ std::string stats_json(Engine& e) {
     const TableReadStats& r = e.source()->stats();
     o << ",\"table\":" << json_escape(e.source()->describe()) << ",\"positions\":" << r.positions
       << ",\"block_accesses\":" << r.block_accesses << ",\"device_reads\":" << r.device_reads
-      << ",\"device_bytes\":" << r.device_bytes
-      << ",\"io_seconds\":" << r.io_seconds;
+      << ",\"device_bytes\":" << r.device_bytes << ",\"io_seconds\":" << r.io_seconds;
   }
   o << "}";
   return o.str();
@@ -128,8 +131,9 @@ std::string handle(Engine& e, const std::string& line, bool& quit) {
   // A request whose words run past what it takes is refused before it acts (`close 1 2` does not close 1).
   auto done = [&]() -> void {
     std::string extra;
-    if (in >> extra) throw UserError(str(cmd, ": unexpected '", extra, "' after the request (hint: `", cmd,
-                                        cmd == "stats" || cmd == "quit" ? "" : " <id>", "`)"));
+    if (in >> extra)
+      throw UserError(str(cmd, ": unexpected '", extra, "' after the request (hint: `", cmd,
+                          cmd == "stats" || cmd == "quit" ? "" : " <id>", "`)"));
   };
   if (cmd == "open") return str("ok ", e.open(parse_sampling(in)));
   if (cmd == "fork") {
@@ -185,7 +189,8 @@ std::string handle(Engine& e, const std::string& line, bool& quit) {
   }
   if (cmd == "stats") return done(), "ok " + stats_json(e);
   if (cmd == "quit") return done(), quit = true, "ok";
-  throw UserError(str("unknown request '", cmd, "' (open, feed, feed_ids, generate, step, boundary, reset, fork, close, stats, quit)"));
+  throw UserError(str("unknown request '", cmd,
+                      "' (open, feed, feed_ids, generate, step, boundary, reset, fork, close, stats, quit)"));
 }
 
 }  // namespace

@@ -4,12 +4,11 @@
 //   open [seed=N] [temperature=X] [top_k=K]   ok <session>
 //   feed <s> <text>                           ok <tokens fed>           (the text's tokens, no end of document)
 //   feed_ids <s> <id> <id> ...                ok <tokens fed>
-//   generate <s> <n>                          ok <json string>          (up to n tokens, one step at a time; stops after an EOS)
-//   step <s> <s> ...                          ok <id> <id> ...          (one decode step, every listed session batched)
-//   boundary <s> | reset <s> | close <s>      ok
-//   fork <s> [seed=N] [temperature=X] [top_k=K]  ok <new session>
-//   stats                                     ok <json object>
-//   quit                                      ok (and the server returns)
+//   generate <s> <n>                          ok <json string>          (up to n tokens, one step at a time; stops
+//   after an EOS) step <s> <s> ...                          ok <id> <id> ...          (one decode step, every listed
+//   session batched) boundary <s> | reset <s> | close <s>      ok fork <s> [seed=N] [temperature=X] [top_k=K]  ok <new
+//   session> stats                                     ok <json object> quit                                      ok
+//   (and the server returns)
 // A bad request gets "error <message>" and the server goes on. Lines are at most 1 MiB.
 #pragma once
 #include <cstdint>
@@ -23,9 +22,9 @@ namespace pg {
 
 struct EngineOptions {
   std::string checkpoint;
-  std::string table;          // .pgt file; empty: the checkpoint's fp32 table in RAM
+  std::string table;  // .pgt file; empty: the checkpoint's fp32 table in RAM
   std::string table_mode = "mmap";  // mmap | mmap-warm | direct
-  int64_t cache_bytes = 0;    // direct: LRU page cache
+  int64_t cache_bytes = 0;  // direct: LRU page cache
   int64_t max_batch = 64;
   bool overlap = true;  // table reads beside the blocks before the first injection (infer/engine.h)
   bool progress = true;

@@ -23,12 +23,14 @@ std::string table_fingerprint(const MemoryTable& table) {
   return data::hex64(data::xxh64_bytes(v.data(), v.size_bytes()));
 }
 
-void check_table_fingerprint(const std::string& table_path, const std::string& checkpoint, const std::string& fingerprint) {
+void check_table_fingerprint(const std::string& table_path, const std::string& checkpoint,
+                             const std::string& fingerprint) {
   const std::string in_file = TableFileReader::read_header(table_path).identity_value("info.table_xxh64");
   if (!in_file.empty() && in_file != fingerprint)
     throw UserError(str("--table ", table_path, ": exported from another checkpoint than ", checkpoint,
                         " (its table_xxh64 ", in_file, ", this checkpoint's table ", fingerprint,
-                        ") (hint: export this checkpoint's table: pagegram export --checkpoint ", checkpoint, " --out T.pgt)"));
+                        ") (hint: export this checkpoint's table: pagegram export --checkpoint ", checkpoint,
+                        " --out T.pgt)"));
 }
 
 TableExportResult export_table(const TableExportOptions& o, const std::string& out) {
@@ -44,9 +46,9 @@ TableExportResult export_table(const TableExportOptions& o, const std::string& o
   w.quantization = o.quantization;
   w.info = o.info;
   ExperimentConfig cfg;
-  TrainedModel tm;                       // with a checkpoint
-  std::unique_ptr<data::DataSet> ds;     // Engram-faithful hashing and the held-out comparison
-  std::unique_ptr<MemoryLayout> own;     // with a config, or the large table of a synthetic file
+  TrainedModel tm;  // with a checkpoint
+  std::unique_ptr<data::DataSet> ds;  // Engram-faithful hashing and the held-out comparison
+  std::unique_ptr<MemoryLayout> own;  // with a config, or the large table of a synthetic file
   const MemoryLayout* L = nullptr;
   if (!o.checkpoint.empty()) {
     tm = load_trained_model(o.checkpoint, {.open_data = o.eval_windows > 0, .table_ready = true});
@@ -67,13 +69,16 @@ TableExportResult export_table(const TableExportOptions& o, const std::string& o
       const int64_t width = L->width();
       w.info.push_back({"synthetic_params", std::to_string(own->target_params())});
       w.info.push_back({"trained_params", std::to_string(L->target_params())});
-      r.header = write_table_file(out, *own, [&](int64_t r0, int64_t n, float* dst) {
-        for (int64_t i = 0; i < n; ++i) {
-          const int64_t t = spread.inverse(r0 + i);
-          if (t >= 0) std::copy(v + t * width, v + (t + 1) * width, dst + i * width);
-          else std::fill(dst + i * width, dst + (i + 1) * width, 0.0f);
-        }
-      }, w);
+      r.header = write_table_file(
+          out, *own,
+          [&](int64_t r0, int64_t n, float* dst) {
+            for (int64_t i = 0; i < n; ++i) {
+              const int64_t t = spread.inverse(r0 + i);
+              if (t >= 0) std::copy(v + t * width, v + (t + 1) * width, dst + i * width);
+              else std::fill(dst + i * width, dst + (i + 1) * width, 0.0f);
+            }
+          },
+          w);
       L = own.get();
     } else {
       r.header = export_table_file(out, *L, tm.mem()->table().values().data(), o.fill, 0, w);

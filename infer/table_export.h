@@ -22,27 +22,28 @@ class MemoryTable;
 std::string table_fingerprint(const MemoryTable& table);
 // Refuses (UserError) a table file whose info.table_xxh64 differs from `fingerprint` (files without it, written
 // before the field or from a config, are accepted and said so by the caller's description).
-void check_table_fingerprint(const std::string& table_path, const std::string& checkpoint, const std::string& fingerprint);
+void check_table_fingerprint(const std::string& table_path, const std::string& checkpoint,
+                             const std::string& fingerprint);
 
 struct TableExportOptions {
-  std::string checkpoint;             // a checkpoint.h5 with a memory table, or
-  std::string config;                 // a config whose layout gets a `fill` table
-  std::vector<std::string> sets;      // --set overrides of `config`
-  std::string fill = "zero";          // with `config`: zero or random
+  std::string checkpoint;  // a checkpoint.h5 with a memory table, or
+  std::string config;  // a config whose layout gets a `fill` table
+  std::vector<std::string> sets;  // --set overrides of `config`
+  std::string fill = "zero";  // with `config`: zero or random
   TableQuantization quantization = TableQuantization::kNf4;
-  int64_t eval_windows = 0;           // with `checkpoint`: compare held-out loss on this many validation windows
-  bool verify = true;                 // read every block of the written file back
+  int64_t eval_windows = 0;  // with `checkpoint`: compare held-out loss on this many validation windows
+  bool verify = true;  // read every block of the written file back
   std::vector<std::pair<std::string, std::string>> info;  // extra header info (revision, command)
-  double synthetic_params = 0;        // with `checkpoint`: write a table of this many parameters (same layout) holding
-                                      // the trained rows spread over it (memory/row_spread.h), zeros elsewhere
+  double synthetic_params = 0;  // with `checkpoint`: write a table of this many parameters (same layout) holding
+                                // the trained rows spread over it (memory/row_spread.h), zeros elsewhere
 };
 
 struct TableExportResult {
   TableFileHeader header;
-  std::string layout_report;          // the layout's parity line (rows, heads, blocks)
+  std::string layout_report;  // the layout's parity line (rows, heads, blocks)
   double write_seconds = 0, verify_seconds = 0;
   std::optional<TableLossComparison> loss;  // when eval_windows > 0
-  int64_t eval_windows = 0;           // windows actually evaluated (at most the validation set)
+  int64_t eval_windows = 0;  // windows actually evaluated (at most the validation set)
   double eval_seconds = 0;
 };
 

@@ -65,10 +65,8 @@ void core(int64_t M, int64_t N, int64_t K, const kern::ASource& A, int64_t ka0, 
   check_pairs(kb0, K, b_kcap);
   if (A.packed) check_pairs(ka0, K, A.k_cap);
   const kern::Bf16Micro& micro = kern::active_bf16();
-  if (micro.core)
-    micro.core(M, N, K, A, ka0, bdata, b_kcap, kb0, n0, c, ldc, accumulate, abuf);
-  else
-    kt.gemm_core16(M, N, K, A, ka0, bdata, b_kcap, kb0, n0, c, ldc, accumulate, abuf, micro);
+  if (micro.core) micro.core(M, N, K, A, ka0, bdata, b_kcap, kb0, n0, c, ldc, accumulate, abuf);
+  else kt.gemm_core16(M, N, K, A, ka0, bdata, b_kcap, kb0, n0, c, ldc, accumulate, abuf, micro);
 }
 
 }  // namespace
@@ -93,8 +91,7 @@ void gemm_bf16_reference(int64_t M, int64_t N, int64_t K, View a, View b, float*
     }
 }
 
-void gemm_bf16_amx_reference(int64_t M, int64_t N, int64_t K, View a, View b, float* c, int64_t ldc,
-                             bool accumulate) {
+void gemm_bf16_amx_reference(int64_t M, int64_t N, int64_t K, View a, View b, float* c, int64_t ldc, bool accumulate) {
   auto flush = [](float x) { return std::fabs(x) < std::numeric_limits<float>::min() ? std::copysign(0.0f, x) : x; };
   auto bf = [](float x) { return from_bf16(to_bf16(x)); };
   const int64_t kp = (K + 1) / 2;
@@ -163,7 +160,8 @@ void pack_operand(const AOperand<float>& a) {
   constexpr int64_t kBlock = 128;
   const int64_t nb = (a.K + kBlock - 1) / kBlock;
 #pragma omp for schedule(static)
-  for (int64_t b = 0; b < nb; ++b) pack_a_krange(a.packed, a.src, a.M, a.K, b * kBlock, std::min(a.K, (b + 1) * kBlock));
+  for (int64_t b = 0; b < nb; ++b)
+    pack_a_krange(a.packed, a.src, a.M, a.K, b * kBlock, std::min(a.K, (b + 1) * kBlock));
 }
 void pack_operand_serial(const AOperand<float>& a) { pack_a(a.packed, a.src, a.M, a.K, 0, packed_a_panels(a.M)); }
 void pack_operand_serial(const BOperand<float>& b) { pack_b(b.packed, b.src, b.K, b.N, 0, packed_b_panels(b.N)); }
@@ -187,10 +185,8 @@ void gemm(int64_t M, int64_t N, int64_t K, ViewD a, ViewD b, double* c, int64_t 
   Eigen::Map<const EMat<double>, 0, EStride> A(a.p, M, K, EStride(a.cs, a.rs));
   Eigen::Map<const EMat<double>, 0, EStride> B(b.p, K, N, EStride(b.cs, b.rs));
   Eigen::Map<EMat<double>, 0, EStride> C(c, M, N, EStride(1, ldc));
-  if (accumulate)
-    C.noalias() += A * B;
-  else
-    C.noalias() = A * B;
+  if (accumulate) C.noalias() += A * B;
+  else C.noalias() = A * B;
 }
 
 }  // namespace pg::gemm

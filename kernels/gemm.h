@@ -62,8 +62,8 @@ inline float from_bf16(uint16_t h) {
   return x;
 }
 
-inline constexpr int64_t kMr = 14;   // micro-kernel rows (A broadcast side)
-inline constexpr int64_t kNr = 32;   // micro-kernel columns (two 16-float vectors)
+inline constexpr int64_t kMr = 14;  // micro-kernel rows (A broadcast side)
+inline constexpr int64_t kNr = 32;  // micro-kernel columns (two 16-float vectors)
 inline constexpr int64_t kKc = 384;  // k-block: an A micro-panel (kMr x kKc) stays in L1
 inline constexpr int64_t kMc = 168;  // rows per A block (kMc x kKc in L2)
 inline constexpr int64_t kNc = 512;  // column group: a B block (kKc x kNc) stays in L2
@@ -85,8 +85,7 @@ using ViewD = StridedView<double>;
 // to 24 bits with unbounded exponent) only for exact results within 2^-150 below FLT_MIN.
 void gemm_bf16_reference(int64_t M, int64_t N, int64_t K, View a, View b, float* c, int64_t ldc, bool accumulate);
 // The AMX order (top of this file), scalar, the same FTZ in software.
-void gemm_bf16_amx_reference(int64_t M, int64_t N, int64_t K, View a, View b, float* c, int64_t ldc,
-                             bool accumulate);
+void gemm_bf16_amx_reference(int64_t M, int64_t N, int64_t K, View a, View b, float* c, int64_t ldc, bool accumulate);
 
 // A (M x K) packed into panels of kMr rows: panel q holds A(q*kMr + i, k) at data[q * k_cap * kMr + k * kMr + i].
 struct PackedA {

@@ -23,8 +23,10 @@ unsigned max_leaf() { return cpuid(0, 0).a; }
 
 const char* name(Isa i) {
   switch (i) {
-    case Isa::avx2: return "avx2";
-    case Isa::avx512: return "avx512";
+    case Isa::avx2:
+      return "avx2";
+    case Isa::avx512:
+      return "avx512";
   }
   return "?";
 }
@@ -33,7 +35,8 @@ bool cpu_supports(Isa i) {
   __builtin_cpu_init();
   const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   switch (i) {
-    case Isa::avx2: return avx2;
+    case Isa::avx2:
+      return avx2;
     case Isa::avx512:
       return avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
              __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
@@ -57,7 +60,8 @@ bool os_enables_amx() {
 }
 
 std::string amx_palette_problem() {
-  if (const unsigned top = max_leaf(); top < 0x1E) return str("cpuid has no tile leaves 0x1D/0x1E (max leaf ", top, ")");
+  if (const unsigned top = max_leaf(); top < 0x1E)
+    return str("cpuid has no tile leaves 0x1D/0x1E (max leaf ", top, ")");
   if (cpuid(0x1D, 0).a < 1) return "cpuid leaf 0x1D lists no tile palette 1";
   const Regs p = cpuid(0x1D, 1);
   const unsigned bytes_per_row = p.b & 0xFFFFu, max_names = p.b >> 16, max_rows = p.c & 0xFFFFu;
@@ -91,13 +95,14 @@ Isa parse(const std::string& value, const char* where) {
   for (Isa i : {Isa::avx2, Isa::avx512}) {
     if (value != name(i)) continue;
     if (!cpu_supports(i))
-      throw UserError(str(where, "=", value, ": this CPU does not support ", value, " (hint: supported here: ",
-                          [] {
-                            std::string s;
-                            for (Isa j : supported()) s += std::string(s.empty() ? "" : ", ") + name(j);
-                            return s.empty() ? std::string("none") : s;
-                          }(),
-                          "; or auto)"));
+      throw UserError(str(
+          where, "=", value, ": this CPU does not support ", value, " (hint: supported here: ",
+          [] {
+            std::string s;
+            for (Isa j : supported()) s += std::string(s.empty() ? "" : ", ") + name(j);
+            return s.empty() ? std::string("none") : s;
+          }(),
+          "; or auto)"));
     return i;
   }
   throw UserError(str(where, "=", value, ": unknown instruction set (hint: auto, avx2 or avx512)"));
@@ -114,11 +119,13 @@ std::string cpu_description() {
     }
   }
   __builtin_cpu_init();
-  const std::pair<const char*, bool> exts[] = {
-      {"avx2", __builtin_cpu_supports("avx2") != 0},         {"fma", __builtin_cpu_supports("fma") != 0},
-      {"avx512f", __builtin_cpu_supports("avx512f") != 0},   {"avx512bw", __builtin_cpu_supports("avx512bw") != 0},
-      {"avx512vl", __builtin_cpu_supports("avx512vl") != 0}, {"avx512bf16", cpu_has_avx512bf16()},
-      {"amx-bf16", cpu_has_amx_bf16()}};
+  const std::pair<const char*, bool> exts[] = {{"avx2", __builtin_cpu_supports("avx2") != 0},
+                                               {"fma", __builtin_cpu_supports("fma") != 0},
+                                               {"avx512f", __builtin_cpu_supports("avx512f") != 0},
+                                               {"avx512bw", __builtin_cpu_supports("avx512bw") != 0},
+                                               {"avx512vl", __builtin_cpu_supports("avx512vl") != 0},
+                                               {"avx512bf16", cpu_has_avx512bf16()},
+                                               {"amx-bf16", cpu_has_amx_bf16()}};
   std::string ext;
   for (const auto& [e, has] : exts)
     if (has) ext += std::string(ext.empty() ? "" : " ") + e;

@@ -26,7 +26,8 @@ const Kernels& init_active() {
 
 const Kernels& kernels_for(isa::Isa i) {
   switch (i) {
-    case isa::Isa::avx2: return avx2_kernels();
+    case isa::Isa::avx2:
+      return avx2_kernels();
     case isa::Isa::avx512:
       if (!isa::cpu_supports(i)) throw UserError("avx512 kernels requested on a CPU without AVX-512 (hint: avx2)");
       return avx512_kernels();
@@ -59,8 +60,8 @@ Bf16Mode parse_bf16(const std::string& v) {
   if (v == "native") return Bf16Mode::native;
   if (v == "amx") return Bf16Mode::amx;
   if (v == "amx-emulated") return Bf16Mode::amx_emulated;
-  throw UserError(str("PAGEGRAM_BF16=", v,
-                      ": unknown bf16 kernel choice (hint: auto, native, emulated, amx or amx-emulated)"));
+  throw UserError(
+      str("PAGEGRAM_BF16=", v, ": unknown bf16 kernel choice (hint: auto, native, emulated, amx or amx-emulated)"));
 }
 
 Bf16Mode bf16_mode() {
@@ -78,10 +79,16 @@ Bf16Mode bf16_mode() {
 const Bf16Micro& active_bf16() {
   const Kernels& k = active();
   switch (bf16_mode()) {
-    case Bf16Mode::emulated: return *k.bf16_emulated;
-    case Bf16Mode::native: require_native(); return *native_bf16();
-    case Bf16Mode::amx: require_amx(); return *amx_bf16();
-    case Bf16Mode::amx_emulated: return amx_bf16_emulated();
+    case Bf16Mode::emulated:
+      return *k.bf16_emulated;
+    case Bf16Mode::native:
+      require_native();
+      return *native_bf16();
+    case Bf16Mode::amx:
+      require_amx();
+      return *amx_bf16();
+    case Bf16Mode::amx_emulated:
+      return amx_bf16_emulated();
     default:
       if (amx_bf16() && amx_status().bit_identical) return *amx_bf16();
       return k.isa == isa::Isa::avx512 && native_bf16() ? *native_bf16() : *k.bf16_emulated;

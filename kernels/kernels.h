@@ -37,11 +37,11 @@ using GemmCore16 = void (*)(int64_t M, int64_t N, int64_t K, const ASource& A, i
 // holds its pairs p at word i * kRowWords + p (a k-block has at most kKc / 2 pairs), and the `kr` kernels read it so.
 inline constexpr int64_t kRowWords = gemm::kKc / 2;
 struct Bf16Micro {
-  const char* name;     // for logs: "vdpbf16ps", "emulated", "amx" or "amx-emulated"
-  bool mxcsr_daz_ftz;   // an emulation: packers convert in software; k[] run with MXCSR DAZ|FTZ set (the plain
-                        // FMAs then round as VDPBF16PS does)
+  const char* name;  // for logs: "vdpbf16ps", "emulated", "amx" or "amx-emulated"
+  bool mxcsr_daz_ftz;  // an emulation: packers convert in software; k[] run with MXCSR DAZ|FTZ set (the plain
+                       // FMAs then round as VDPBF16PS does)
   Bf16Kernel k[gemm::kMr];  // k[MR - 1]: MR = 1..kMr rows (VDPBF16PS order; unused when core is set)
-  GemmCore16 core;      // AMX order (kernels/gemm.h): a whole product of its own (kernels/kernels_amx.cpp), else nullptr
+  GemmCore16 core;  // AMX order (kernels/gemm.h): a whole product of its own (kernels/kernels_amx.cpp), else nullptr
   Bf16Kernel kr[gemm::kMr];  // as k, with A's micro-panel in rows (kRowWords above); the same bits
 };
 
@@ -53,8 +53,8 @@ struct Kernels {
   void (*pack_b)(float* dst, gemm::View b, int64_t K, int64_t N, int64_t q0, int64_t q1);
   // C (M x N) = [C +] A[:, ka0 : ka0+K] * B[kb0 : kb0+K, n0 : n0+N], B packed with panel stride b_kcap * kNr;
   // abuf: scratch of kMc * kKc floats for packing A (unused when A is pre-packed).
-  void (*gemm_core)(int64_t M, int64_t N, int64_t K, const ASource& A, int64_t ka0, const float* bdata,
-                    int64_t b_kcap, int64_t kb0, int64_t n0, float* c, int64_t ldc, bool accumulate, float* abuf);
+  void (*gemm_core)(int64_t M, int64_t N, int64_t K, const ASource& A, int64_t ka0, const float* bdata, int64_t b_kcap,
+                    int64_t kb0, int64_t n0, float* c, int64_t ldc, bool accumulate, float* abuf);
   // bf16 GEMM (kernels/gemm.h): the same packers writing bf16 pairs, and the blocked product with a micro-kernel set
   // (the table's emulation or the VDPBF16PS one); abuf as for gemm_core.
   void (*pack_a16)(float* dst, gemm::View a, int64_t M, int64_t K, int64_t q0, int64_t q1);
@@ -88,10 +88,10 @@ double bf16_dot_probe(int64_t iters);
 // instructions: CPU, OS and the kernel's permission (requested at the first call), and a self-check of the
 // instructions against the SDM's model of TDPBF16PS (the emulation below) on one product.
 struct AmxStatus {
-  bool usable = false;         // PAGEGRAM_BF16=amx allowed
+  bool usable = false;  // PAGEGRAM_BF16=amx allowed
   bool bit_identical = false;  // the self-check's product had the model's bits (auto uses the tiles)
-  std::string reason;          // why not usable ("" when usable)
-  std::string note;            // usable, but the instructions differed from the model (by how much)
+  std::string reason;  // why not usable ("" when usable)
+  std::string note;  // usable, but the instructions differed from the model (by how much)
 };
 const AmxStatus& amx_status();
 // The tile permission alone (cpuid, tile limits, XCR0, arch_prctl), asked once per process: "" when granted, else
@@ -148,11 +148,11 @@ std::string run_kernels_name(bool bf16);
 
 namespace pg::kern {
 struct PeakResult {
-  double fma_gflops = 0;    // independent FMA chains on every thread (the machine's fp32 FMA peak)
-  double gemm_gflops = 0;   // kernels/gemm on a training-sized product (M 1,024 per thread, K 192, N 768)
-  double bf16_gflops = 0;   // VDPBF16PS chains on every thread (0 without AVX512_BF16)
+  double fma_gflops = 0;  // independent FMA chains on every thread (the machine's fp32 FMA peak)
+  double gemm_gflops = 0;  // kernels/gemm on a training-sized product (M 1,024 per thread, K 192, N 768)
+  double bf16_gflops = 0;  // VDPBF16PS chains on every thread (0 without AVX512_BF16)
   double bf16_gemm_gflops = 0;  // the same product in bf16 (gemm::Precision::bf16: the active bf16 kernels)
-  double amx_gflops = 0;    // TDPBF16PS on every thread (0 where AMX is not usable)
+  double amx_gflops = 0;  // TDPBF16PS on every thread (0 where AMX is not usable)
   int threads = 0;
 };
 // Measures both on the current OpenMP threads (call setup_threads first), best of `reps` repetitions.

@@ -1,5 +1,5 @@
-// The AMX-BF16 product of the bf16 GEMM (kernels/gemm.h "AMX order", kernels/kernels.h): TDPBF16PS on 16 x 16 fp32 tiles,
-// 2 x 2 tiles (32 rows x 32 columns of C) per block, k in groups of 16 pairs (a tile of A: 16 rows x 16 pairs; a
+// The AMX-BF16 product of the bf16 GEMM (kernels/gemm.h "AMX order", kernels/kernels.h): TDPBF16PS on 16 x 16 fp32
+// tiles, 2 x 2 tiles (32 rows x 32 columns of C) per block, k in groups of 16 pairs (a tile of A: 16 rows x 16 pairs; a
 // tile of B: 16 pair rows x 16 columns). The packed B panel (kernels/gemm.h PackedB, bf16: pair p of column j at word
 // p * kNr + j) is already in the tile layout of B and is read in place (rows 128 bytes apart); A, packed in kMr-row
 // panels (pairs of one row kMr words apart), is laid out again per block as rows of contiguous pairs, zero-padded
@@ -36,7 +36,7 @@ namespace {
 
 using gemm::kMr;
 using gemm::kNr;  // 32: a packed B panel is two tiles wide
-constexpr int64_t kGroup = 16;    // pairs per tile row (64 bytes)
+constexpr int64_t kGroup = 16;  // pairs per tile row (64 bytes)
 constexpr int64_t kBlockK = 384;  // k per block: 12 groups (a multiple of 2 * kGroup, so groups start at even k)
 constexpr int64_t kBlockM = 128;  // rows of A laid out per block (a multiple of 32)
 
@@ -64,22 +64,46 @@ struct Hw {
   static inline void load(int t, const void* p, int64_t stride) {
     __asm__ volatile("" ::: "memory");
     switch (t) {
-      case 0: _tile_loadd(0, p, stride); break;
-      case 1: _tile_loadd(1, p, stride); break;
-      case 2: _tile_loadd(2, p, stride); break;
-      case 3: _tile_loadd(3, p, stride); break;
-      case 4: _tile_loadd(4, p, stride); break;
-      case 5: _tile_loadd(5, p, stride); break;
-      case 6: _tile_loadd(6, p, stride); break;
-      default: _tile_loadd(7, p, stride); break;
+      case 0:
+        _tile_loadd(0, p, stride);
+        break;
+      case 1:
+        _tile_loadd(1, p, stride);
+        break;
+      case 2:
+        _tile_loadd(2, p, stride);
+        break;
+      case 3:
+        _tile_loadd(3, p, stride);
+        break;
+      case 4:
+        _tile_loadd(4, p, stride);
+        break;
+      case 5:
+        _tile_loadd(5, p, stride);
+        break;
+      case 6:
+        _tile_loadd(6, p, stride);
+        break;
+      default:
+        _tile_loadd(7, p, stride);
+        break;
     }
   }
   static inline void store(int t, void* p, int64_t stride) {
     switch (t) {
-      case 0: _tile_stored(0, p, stride); break;
-      case 1: _tile_stored(1, p, stride); break;
-      case 2: _tile_stored(2, p, stride); break;
-      default: _tile_stored(3, p, stride); break;
+      case 0:
+        _tile_stored(0, p, stride);
+        break;
+      case 1:
+        _tile_stored(1, p, stride);
+        break;
+      case 2:
+        _tile_stored(2, p, stride);
+        break;
+      default:
+        _tile_stored(3, p, stride);
+        break;
     }
   }
   static inline void zero_c() {
@@ -156,7 +180,7 @@ struct Emu {
 
 // Per-thread buffers, grown once.
 struct Scratch {
-  std::vector<uint32_t> at;   // A rows of contiguous pairs: kBlockM x kBlockK / 2 words (from a_rows(), 64-aligned)
+  std::vector<uint32_t> at;  // A rows of contiguous pairs: kBlockM x kBlockK / 2 words (from a_rows(), 64-aligned)
   std::vector<uint32_t> std;  // A packed in kMr-row panels (from a view), one block
   alignas(64) uint32_t btail[kGroup * kNr];
   alignas(64) float cbuf[32 * 32];
@@ -357,8 +381,8 @@ const AmxStatus& amx_status() {
     // only (PAGEGRAM_BF16=amx); more, or a NaN, is a broken kernel, never used.
     // Three products: edges in every direction with an odd K and a partial group, accumulating into C; the
     // denormal rules on the same shape; a fresh C (TILEZERO) over three k-blocks (C stored and reloaded between).
-    const amx_impl::CheckCase cases[] = {{45, 50, 83, true, false, 12345}, {45, 50, 83, true, true, 23456},
-                                         {37, 41, 800, false, true, 34567}};
+    const amx_impl::CheckCase cases[] = {
+        {45, 50, 83, true, false, 12345}, {45, 50, 83, true, true, 23456}, {37, 41, 800, false, true, 34567}};
     double worst = 0;
     int64_t differ = 0, outputs = 0;
     bool broken = false;

@@ -221,8 +221,8 @@ void pack_b_impl(float* dst, View b, int64_t K, int64_t N, int64_t q0, int64_t q
 // ---- micro-kernel ----
 // C[0:R, 0:16] (columns < nc stored) = [C +] sum_k ap[k, 0:R] x bp[k, 0:16]; ap rows kMr apart, bp rows kNr.
 template <int R>
-inline void chunk(int64_t kc, const float* __restrict ap, const float* __restrict bp, float* c, int64_t ldc,
-                  int64_t nc, bool load_c) {
+inline void chunk(int64_t kc, const float* __restrict ap, const float* __restrict bp, float* c, int64_t ldc, int64_t nc,
+                  bool load_c) {
   __m256 c0[R], c1[R];
   const bool full = nc >= 16;
   const __m256i m0 = mask8(nc), m1 = mask8(nc - 8);
@@ -322,8 +322,7 @@ double fma_probe_impl(int64_t iters) {
 // Each lane's bf16 (RNE, NaN quiet, zero/denormal to signed zero) in its high half, the low half zero.
 inline __m256i round_bf16_hi(__m256i u) {
   const __m256i absu = _mm256_and_si256(u, _mm256_set1_epi32(0x7FFFFFFF));
-  const __m256i tiny =
-      _mm256_cmpeq_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7F800000)), _mm256_setzero_si256());
+  const __m256i tiny = _mm256_cmpeq_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7F800000)), _mm256_setzero_si256());
   const __m256i nan = _mm256_cmpgt_epi32(absu, _mm256_set1_epi32(0x7F800000));
   const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
   __m256i r = _mm256_add_epi32(u, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7FFF)));
@@ -337,8 +336,7 @@ void convert_pairs(bool, uint32_t* dst, const float* even, const float* odd, int
   for (int64_t j = 0; j < width; j += 8) {
     const __m256i m = mask8(n - j);
     const __m256i e = round_bf16_hi(_mm256_castps_si256(_mm256_maskload_ps(even + j, m)));
-    const __m256i o =
-        odd ? round_bf16_hi(_mm256_castps_si256(_mm256_maskload_ps(odd + j, m))) : _mm256_setzero_si256();
+    const __m256i o = odd ? round_bf16_hi(_mm256_castps_si256(_mm256_maskload_ps(odd + j, m))) : _mm256_setzero_si256();
     _mm256_maskstore_epi32(reinterpret_cast<int*>(dst + j), mask8(width - j),
                            _mm256_or_si256(_mm256_srli_epi32(e, 16), o));
   }
@@ -346,12 +344,14 @@ void convert_pairs(bool, uint32_t* dst, const float* even, const float* odd, int
 void pair_rows(bool cvt, uint32_t* dst, int64_t dstride, const float* src, int64_t srs, int64_t n, int64_t width,
                int64_t kc) {
   for (int64_t p = 0; p < (kc + 1) / 2; ++p)
-    convert_pairs(cvt, dst + p * dstride, src + 2 * p * srs, 2 * p + 1 < kc ? src + (2 * p + 1) * srs : nullptr, n, width);
+    convert_pairs(cvt, dst + p * dstride, src + 2 * p * srs, 2 * p + 1 < kc ? src + (2 * p + 1) * srs : nullptr, n,
+                  width);
 }
 // Pair rows of every panel of w columns (see the AVX-512 file): panel by panel here.
 void pair_panels(bool cvt, uint32_t* dst, int64_t pstride, int64_t w, const float* src, int64_t srs, int64_t n,
                  int64_t kc) {
-  for (int64_t q = 0; q * w < n; ++q) pair_rows(cvt, dst + q * pstride, w, src + q * w, srs, std::min(w, n - q * w), w, kc);
+  for (int64_t q = 0; q * w < n; ++q)
+    pair_rows(cvt, dst + q * pstride, w, src + q * w, srs, std::min(w, n - q * w), w, kc);
 }
 // The transposing bf16 packer is left to the staged path on AVX2 (fp32 packer, then convert_pairs).
 bool rows_to_pairs(bool, uint32_t*, int64_t, const float*, int64_t, int64_t, int64_t, int64_t) { return false; }
@@ -363,7 +363,8 @@ void rows_to_bf16(bool, uint32_t* dst, int64_t dstride, const float* src, int64_
     const float* s = src + r * rs;
     uint32_t* d = dst + r * dstride;
     for (int64_t k = 0; k < kc; k += 16) {
-      const __m256i a = _mm256_srli_epi32(round_bf16_hi(_mm256_castps_si256(_mm256_maskload_ps(s + k, mask8(kc - k)))), 16);
+      const __m256i a =
+          _mm256_srli_epi32(round_bf16_hi(_mm256_castps_si256(_mm256_maskload_ps(s + k, mask8(kc - k)))), 16);
       const __m256i b =
           _mm256_srli_epi32(round_bf16_hi(_mm256_castps_si256(_mm256_maskload_ps(s + k + 8, mask8(kc - k - 8)))), 16);
       // packus: [a0-3, b0-3, a4-7, b4-7] (values < 2^16, exact), then the 64-bit lanes in order

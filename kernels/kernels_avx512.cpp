@@ -115,10 +115,8 @@ void pack_a_panel(float* ap, View a, int64_t mr, int64_t kc) {
         r[i] = i < mr ? _mm512_maskz_loadu_ps(m, a.p + i * a.rs + k) : _mm512_setzero_ps();
       transpose16(r);
       for (int64_t j = 0; j < kk; ++j) {
-        if (k + j + 1 < kc)
-          _mm512_storeu_ps(ap + (k + j) * kMr, r[j]);
-        else
-          _mm512_mask_storeu_ps(ap + (k + j) * kMr, 0x3FFF, r[j]);
+        if (k + j + 1 < kc) _mm512_storeu_ps(ap + (k + j) * kMr, r[j]);
+        else _mm512_mask_storeu_ps(ap + (k + j) * kMr, 0x3FFF, r[j]);
       }
     }
   } else {
@@ -137,10 +135,8 @@ void pack_a_block(float* ap, View a, int64_t mc, int64_t kc) {
       for (int64_t q = 0; q < np; ++q) {
         const __m512 v = _mm512_maskz_loadu_ps(tail(std::min(kMr, mc - q * kMr)), src + q * kMr);
         float* d = ap + q * kc * kMr + k * kMr;
-        if (k + 1 < kc)
-          _mm512_storeu_ps(d, v);  // lanes 14, 15 land in this panel's next k slot, written later
-        else
-          _mm512_mask_storeu_ps(d, 0x3FFF, v);
+        if (k + 1 < kc) _mm512_storeu_ps(d, v);  // lanes 14, 15 land in this panel's next k slot, written later
+        else _mm512_mask_storeu_ps(d, 0x3FFF, v);
       }
     }
     return;
@@ -276,8 +272,8 @@ double fma_probe_impl(int64_t iters) {
 // Each lane's bf16 (RNE, NaN quiet, zero/denormal to signed zero) in its high half, the low half zero.
 inline __m512i round_bf16_hi(__m512i u) {
   const __m512i absu = _mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFFFF));
-  const __mmask16 tiny = _mm512_cmpeq_epi32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7F800000)),
-                                                 _mm512_setzero_si512());
+  const __mmask16 tiny =
+      _mm512_cmpeq_epi32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7F800000)), _mm512_setzero_si512());
   const __mmask16 nan = _mm512_cmpgt_epi32_mask(absu, _mm512_set1_epi32(0x7F800000));
   const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
   __m512i r = _mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7FFF)));
@@ -289,7 +285,9 @@ inline __m512i round_bf16_hi(__m512i u) {
 // bit), used when the VDPBF16PS micro-kernels are active; only these functions are compiled for AVX512_BF16.
 #define PG_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16,avx2,fma,bmi2")))
 // bf16 of b in words 0-15 and of a in words 16-31 (_mm512_cvtne2ps_pbh(a, b)).
-PG_BF16_TARGET __attribute__((always_inline)) inline __m512i cvt2(__m512 a, __m512 b) { return (__m512i)_mm512_cvtne2ps_pbh(a, b); }
+PG_BF16_TARGET __attribute__((always_inline)) inline __m512i cvt2(__m512 a, __m512 b) {
+  return (__m512i)_mm512_cvtne2ps_pbh(a, b);
+}
 // VPERMW index: words 0-15 and 16-31 of cvt2(odd, even) interleaved, even first (one pair word per lane).
 alignas(64) inline constexpr uint16_t kInterleave[32] = {0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,  21, 6,  22, 7,  23,
                                                          8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
@@ -308,15 +306,16 @@ PG_BF16_TARGET void pair_rows_cvt(uint32_t* dst, int64_t dstride, const float* s
       _mm512_mask_storeu_epi32(d, st, _mm512_permutexvar_epi16(idx, cvt2(o, e)));
     }
     if (kc % 2)
-      _mm512_mask_storeu_epi32(d, st, _mm512_permutexvar_epi16(idx, cvt2(_mm512_setzero_ps(), _mm512_maskz_loadu_ps(m, s))));
+      _mm512_mask_storeu_epi32(d, st,
+                               _mm512_permutexvar_epi16(idx, cvt2(_mm512_setzero_ps(), _mm512_maskz_loadu_ps(m, s))));
   }
 }
 // Pair rows of every panel (w columns each: kMr for A, kNr for B) of n columns of src (rows srs floats apart, kc
 // rows): panel q's pair p at dst + q * pstride + p * w (zero past column n), as pair_rows_cvt per panel, but pair by
 // pair across all panels, so each source row is read once, front to back, and the rows some pairs ahead are
 // prefetched.
-PG_BF16_TARGET void pair_panels_cvt(uint32_t* dst, int64_t pstride, int64_t w, const float* src, int64_t srs,
-                                    int64_t n, int64_t kc) {
+PG_BF16_TARGET void pair_panels_cvt(uint32_t* dst, int64_t pstride, int64_t w, const float* src, int64_t srs, int64_t n,
+                                    int64_t kc) {
   constexpr int64_t kAhead = 8;  // rows
   const __m512i idx = _mm512_load_si512(kInterleave);
   for (int64_t p = 0; p < (kc + 1) / 2; ++p) {
@@ -334,7 +333,8 @@ PG_BF16_TARGET void pair_panels_cvt(uint32_t* dst, int64_t pstride, int64_t w, c
         const __mmask16 m = tail(cnt - j);
         const __m512 ev = _mm512_maskz_loadu_ps(m, e + c0 + j);
         const __m512 ov = odd ? _mm512_maskz_loadu_ps(m, o + c0 + j) : _mm512_setzero_ps();
-        _mm512_mask_storeu_epi32(dst + q * pstride + p * w + j, tail(w - j), _mm512_permutexvar_epi16(idx, cvt2(ov, ev)));
+        _mm512_mask_storeu_epi32(dst + q * pstride + p * w + j, tail(w - j),
+                                 _mm512_permutexvar_epi16(idx, cvt2(ov, ev)));
       }
     }
   }
@@ -362,7 +362,7 @@ inline __m512i round_pairs_int(__m512 lo, __m512 hi) {
 // (src[i][2p], src[i][2p+1]) for p < (kc+1)/2, `width` words per pair row (rows >= nrows zero). 32 k of 16 rows at a
 // time: round, keep the high 16 bits of every lane (one VPERMT2W), then a 16x16 transpose of the words.
 bool rows_to_pairs_int(uint32_t* dst, int64_t dstride, const float* src, int64_t rs, int64_t nrows, int64_t kc,
-                   int64_t width) {
+                       int64_t width) {
   const __mmask16 st = tail(width);
   __m512 r[16];
   for (int64_t k = 0; k < kc; k += 32) {
@@ -413,12 +413,14 @@ void pair_rows(bool cvt, uint32_t* dst, int64_t dstride, const float* src, int64
                int64_t kc) {
   if (cvt) return pair_rows_cvt(dst, dstride, src, srs, n, width, kc);
   for (int64_t p = 0; p < (kc + 1) / 2; ++p)
-    convert_pairs_int(dst + p * dstride, src + 2 * p * srs, 2 * p + 1 < kc ? src + (2 * p + 1) * srs : nullptr, n, width);
+    convert_pairs_int(dst + p * dstride, src + 2 * p * srs, 2 * p + 1 < kc ? src + (2 * p + 1) * srs : nullptr, n,
+                      width);
 }
 void pair_panels(bool cvt, uint32_t* dst, int64_t pstride, int64_t w, const float* src, int64_t srs, int64_t n,
                  int64_t kc) {
   if (cvt) return pair_panels_cvt(dst, pstride, w, src, srs, n, kc);
-  for (int64_t q = 0; q * w < n; ++q) pair_rows(false, dst + q * pstride, w, src + q * w, srs, std::min(w, n - q * w), w, kc);
+  for (int64_t q = 0; q * w < n; ++q)
+    pair_rows(false, dst + q * pstride, w, src + q * w, srs, std::min(w, n - q * w), w, kc);
 }
 bool rows_to_pairs(bool cvt, uint32_t* dst, int64_t dstride, const float* src, int64_t rs, int64_t nrows, int64_t kc,
                    int64_t width) {
@@ -438,21 +440,18 @@ PG_BF16_TARGET void rows_to_bf16_impl(uint32_t* dst, int64_t dstride, const floa
     if (r + 2 < nrows)
       for (int64_t l = 0; l < kc; l += 16) _mm_prefetch(reinterpret_cast<const char*>(s + 2 * rs + l), _MM_HINT_T0);
     for (int64_t k = 0; k < kc; k += 32) {
-      const __m512 lo = _mm512_maskz_loadu_ps(tail(kc - k), s + k), hi = _mm512_maskz_loadu_ps(tail(kc - k - 16), s + k + 16);
+      const __m512 lo = _mm512_maskz_loadu_ps(tail(kc - k), s + k),
+                   hi = _mm512_maskz_loadu_ps(tail(kc - k - 16), s + k + 16);
       __m512i w;
-      if constexpr (Cvt)
-        w = cvt2(hi, lo);
-      else
-        w = round_pairs_int(lo, hi);
+      if constexpr (Cvt) w = cvt2(hi, lo);
+      else w = round_pairs_int(lo, hi);
       _mm512_mask_storeu_epi32(d + k / 2, tail(nw - k / 2), w);
     }
   }
 }
 void rows_to_bf16(bool cvt, uint32_t* dst, int64_t dstride, const float* src, int64_t rs, int64_t nrows, int64_t kc) {
-  if (cvt)
-    rows_to_bf16_impl<true>(dst, dstride, src, rs, nrows, kc);
-  else
-    rows_to_bf16_impl<false>(dst, dstride, src, rs, nrows, kc);
+  if (cvt) rows_to_bf16_impl<true>(dst, dstride, src, rs, nrows, kc);
+  else rows_to_bf16_impl<false>(dst, dstride, src, rs, nrows, kc);
 }
 inline void split16(const uint32_t* p, V& even, V& odd) {
   const __m512i w = _mm512_loadu_si512(p);

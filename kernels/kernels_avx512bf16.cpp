@@ -29,8 +29,8 @@ inline __mmask16 tail(int64_t n) {
 // then c += a_even * b_even (fp32 FMAs, DAZ in, FTZ out, round to nearest even; MXCSR not used).
 // Rows: A's pair p of row i at ap[i * kRowWords + p] (a row-packed micro-panel) instead of ap[p * kMr + i].
 template <int MR, bool Rows>
-void kernel(int64_t kp, const uint32_t* __restrict ap, const uint32_t* __restrict bp, float* c, int64_t ldc,
-            int64_t nr, bool load_c, const float* cn) {
+void kernel(int64_t kp, const uint32_t* __restrict ap, const uint32_t* __restrict bp, float* c, int64_t ldc, int64_t nr,
+            bool load_c, const float* cn) {
   constexpr int64_t kRs = Rows ? kRowWords : 1, kPs = Rows ? 1 : kMr;
   const __mmask16 m0 = tail(nr), m1 = tail(nr - 16);
   __m512 c0[MR], c1[MR];
@@ -112,11 +112,10 @@ double bf16_dot_probe(int64_t iters) {
     c14 = _mm512_dpbf16_ps(c14, a, b);
     c15 = _mm512_dpbf16_ps(c15, a, b);
   }
-  const __m512 s = _mm512_add_ps(
-      _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(c0, c1), _mm512_add_ps(c2, c3)),
-                    _mm512_add_ps(_mm512_add_ps(c4, c5), _mm512_add_ps(c6, c7))),
-      _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(c8, c9), _mm512_add_ps(c10, c11)),
-                    _mm512_add_ps(_mm512_add_ps(c12, c13), _mm512_add_ps(c14, c15))));
+  const __m512 s = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(_mm512_add_ps(c0, c1), _mm512_add_ps(c2, c3)),
+                                               _mm512_add_ps(_mm512_add_ps(c4, c5), _mm512_add_ps(c6, c7))),
+                                 _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(c8, c9), _mm512_add_ps(c10, c11)),
+                                               _mm512_add_ps(_mm512_add_ps(c12, c13), _mm512_add_ps(c14, c15))));
   volatile float sink = _mm512_reduce_add_ps(s);
   (void)sink;
   return 64.0 * 16.0 * static_cast<double>(iters);

@@ -20,9 +20,9 @@ struct MemoryConfig;
 int64_t layout_min_params(const MemoryConfig& cfg, int64_t d_model, std::string* unit);
 
 struct MemoryHashConfig {
-  int64_t seed = 0;                // base seed of every (order, head, role) hash; not the run seed
+  int64_t seed = 0;  // base seed of every (order, head, role) hash; not the run seed
   int64_t version = kHashVersion;  // must equal kHashVersion
-  bool engram_faithful = false;    // Engram-style layout only: compressed vocabulary + XOR/odd-multiplier mix
+  bool engram_faithful = false;  // Engram-style layout only: compressed vocabulary + XOR/odd-multiplier mix
 
   template <class V>
   void visit(V& v) {
@@ -35,23 +35,23 @@ struct MemoryHashConfig {
 };
 
 struct MemoryConfig {
-  std::string layout = "none";                  // none | flat | engram | pagegram
-  std::vector<int64_t> orders = {2, 3};         // n-gram orders n (suffix n-grams ending at the current token)
-  int64_t heads = 8;                            // K heads per order (engram, pagegram)
-  int64_t head_dim = 64;                        // r, width of a head row (engram, pagegram)
-  int64_t slots = 4;                            // S slots per head in a page (pagegram)
-  int64_t target_params = 200000000;            // table parameters; each layout derives its rows from it
+  std::string layout = "none";  // none | flat | engram | pagegram
+  std::vector<int64_t> orders = {2, 3};  // n-gram orders n (suffix n-grams ending at the current token)
+  int64_t heads = 8;  // K heads per order (engram, pagegram)
+  int64_t head_dim = 64;  // r, width of a head row (engram, pagegram)
+  int64_t slots = 4;  // S slots per head in a page (pagegram)
+  int64_t target_params = 200000000;  // table parameters; each layout derives its rows from it
   std::vector<int64_t> inject_layers = {0, 4};  // blocks whose input receives e_t
-  std::string gate = "scalar";                  // scalar | context | context_sqrt
-  double gate_init = 0.5;                       // initial value of each scalar gate g_j
-  double lr_mult = 70.0;                        // table lr = lr_mult * backbone lr (same schedule)
-  double beta2 = 0.95;                          // row-wise RMS second-moment decay
-  double eps = 1e-8;                            // row-wise RMS epsilon (added to sqrt(v_hat))
-  double weight_decay = 0.0;                    // table decay lambda_T (replayed over skipped steps)
+  std::string gate = "scalar";  // scalar | context | context_sqrt
+  double gate_init = 0.5;  // initial value of each scalar gate g_j
+  double lr_mult = 70.0;  // table lr = lr_mult * backbone lr (same schedule)
+  double beta2 = 0.95;  // row-wise RMS second-moment decay
+  double eps = 1e-8;  // row-wise RMS epsilon (added to sqrt(v_hat))
+  double weight_decay = 0.0;  // table decay lambda_T (replayed over skipped steps)
   MemoryHashConfig hash;
   // Run-log statistics only (they read addresses, never change results; left out of the sweep's config hash
   // and of the resume check, like train.threads).
-  bool collision_stats = true;   // per-step collision statistics in the run log's /collisions group
+  bool collision_stats = true;  // per-step collision statistics in the run log's /collisions group
   bool collision_owners = true;  // + Foreign reading (b): running lookup counts per n-gram (see README)
 
   template <class V>

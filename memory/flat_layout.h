@@ -1,5 +1,5 @@
-// FlatLayout (docs/model.md §3): one row of width d per order, row_n = base_n + h_n(x) mod R_n, R_n = target/(n_orders d);
-// the readout is the signed sum e_t = sum_n s_n(x) ⊙ T[row_n] (no projection).
+// FlatLayout (docs/model.md §3): one row of width d per order, row_n = base_n + h_n(x) mod R_n, R_n = target/(n_orders
+// d); the readout is the signed sum e_t = sum_n s_n(x) ⊙ T[row_n] (no projection).
 #pragma once
 #include <vector>
 

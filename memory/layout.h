@@ -13,7 +13,7 @@ namespace pg {
 
 struct CompressedVocab;
 
-inline constexpr int64_t kBlockBytes = 4096;   // flash read unit
+inline constexpr int64_t kBlockBytes = 4096;  // flash read unit
 inline constexpr int64_t kNf4GroupWidth = 64;  // values per NF4 group
 inline constexpr int64_t kNf4GroupBytes = 34;  // 64 4-bit codes + one fp16 absmax scale
 // Bytes of one row of `width` values in NF4 (34 per started group of 64).

@@ -12,11 +12,11 @@ namespace {
 
 // Base letters of U+00C0..U+017F after NFD + strip accents ('.' = no decomposition).
 constexpr const char* kLatinBase =
-    "AAAAAA.CEEEEIIII.NOOOOO..UUUUY.."   // C0-DF
-    "aaaaaa.ceeeeiiii.nooooo..uuuuy.y"   // E0-FF
-    "AaAaAaCcCcCcCcDd..EeEeEeEeEeGgGg"   // 100-11F
-    "GgGgHh..IiIiIiIiI...JjKk.LlLlLl."   // 120-13F
-    "...NnNnNn...OoOoOo..RrRrRrSsSsSs"   // 140-15F
+    "AAAAAA.CEEEEIIII.NOOOOO..UUUUY.."  // C0-DF
+    "aaaaaa.ceeeeiiii.nooooo..uuuuy.y"  // E0-FF
+    "AaAaAaCcCcCcCcDd..EeEeEeEeEeGgGg"  // 100-11F
+    "GgGgHh..IiIiIiIiI...JjKk.LlLlLl."  // 120-13F
+    "...NnNnNn...OoOoOo..RrRrRrSsSsSs"  // 140-15F
     "SsTtTt..UuUuUuUuUuUuWwYyYZzZzZz.";  // 160-17F
 
 bool decode_utf8(const std::string& s, std::u32string& out) {
@@ -26,16 +26,11 @@ bool decode_utf8(const std::string& s, std::u32string& out) {
     const unsigned char c = static_cast<unsigned char>(s[i]);
     char32_t cp;
     int extra;
-    if (c < 0x80)
-      cp = c, extra = 0;
-    else if ((c & 0xE0) == 0xC0)
-      cp = c & 0x1F, extra = 1;
-    else if ((c & 0xF0) == 0xE0)
-      cp = c & 0x0F, extra = 2;
-    else if ((c & 0xF8) == 0xF0)
-      cp = c & 0x07, extra = 3;
-    else
-      return false;
+    if (c < 0x80) cp = c, extra = 0;
+    else if ((c & 0xE0) == 0xC0) cp = c & 0x1F, extra = 1;
+    else if ((c & 0xF0) == 0xE0) cp = c & 0x0F, extra = 2;
+    else if ((c & 0xF8) == 0xF0) cp = c & 0x07, extra = 3;
+    else return false;
     if (extra > 0 && i + static_cast<size_t>(extra) >= s.size()) return false;
     for (int k = 1; k <= extra; ++k) {
       const unsigned char d = static_cast<unsigned char>(s[i + k]);
@@ -334,4 +329,3 @@ std::unique_ptr<CompressedVocab> engram_vocab(const MemoryConfig& m, const std::
 }
 
 }  // namespace pg
-

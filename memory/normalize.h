@@ -27,7 +27,7 @@ std::string engram_normalize(const std::string& text);
 
 struct CompressedVocab {
   std::vector<uint32_t> map;  // [vocab]: token id -> compressed id
-  uint32_t size = 0;          // number of compressed ids; the boundary (pad) id is `size`
+  uint32_t size = 0;  // number of compressed ids; the boundary (pad) id is `size`
 };
 
 // Engram's rule: key = raw piece if the text holds U+FFFD (or is invalid UTF-8), else the normalized text,

@@ -43,7 +43,7 @@ class PageGramLayout final : public MemoryLayout {
  private:
   int64_t slots_;
   std::vector<int64_t> base_;
-  std::vector<uint64_t> page_seed_;             // per order
+  std::vector<uint64_t> page_seed_;  // per order
   std::vector<uint64_t> row_seed_, sign_seed_;  // per (o, k)
 };
 

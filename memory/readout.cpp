@@ -52,7 +52,7 @@ template <class T>
 void project_backward(T* du, bool accumulate_du, T* dw, const T* de, const T* u, const T* w, int64_t N, int64_t C,
                       int64_t D, ProjectionScratch<T>& s) {
   using V = gemm::StridedView<T>;
-  const auto wb = gemm::make_b(grown(s.w, gemm::packed_b_floats(C, D)), V{w, D, 1}, C, D);     // B(k = c, j = d)
+  const auto wb = gemm::make_b(grown(s.w, gemm::packed_b_floats(C, D)), V{w, D, 1}, C, D);  // B(k = c, j = d)
   const auto db = gemm::make_b(grown(s.de, gemm::packed_b_floats(N, C)), V{de, C, 1}, N, C);  // B(k = n, j = c)
   if (s.dwt.size() < static_cast<size_t>(D * C)) s.dwt.resize(static_cast<size_t>(D * C));
   T* dwt = s.dwt.data();
@@ -226,7 +226,7 @@ void orthogonal_init(float* w, int64_t rows, int64_t cols, double gain, RngStrea
 }
 
 #define PG_READOUT_INSTANTIATE(T)                                                                                     \
-  template void project_forward<T>(T*, const T*, const T*, int64_t, int64_t, int64_t, ProjectionScratch<T>&);        \
+  template void project_forward<T>(T*, const T*, const T*, int64_t, int64_t, int64_t, ProjectionScratch<T>&);         \
   template void project_backward<T>(T*, bool, T*, const T*, const T*, const T*, int64_t, int64_t, int64_t,            \
                                     ProjectionScratch<T>&);                                                           \
   template void scalar_gate_forward<T>(T*, const T*, T, int64_t, int64_t);                                            \

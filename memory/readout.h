@@ -37,7 +37,7 @@ template <class T>
 void scalar_gate_backward(T* de, T* dg, const T* dy, const T* e, T g, int64_t N, int64_t C);
 
 enum class GateForm {
-  kSigmoid,     // α = σ(s)                              (report form)
+  kSigmoid,  // α = σ(s)                              (report form)
   kSignedSqrt,  // α = σ(sign(s) sqrt(max(|s|, 1e-6)))   (Engram's released code)
 };
 // Context gate, per token t: s = <RMSNorm(h_t) ⊙ wh, RMSNorm(k_t) ⊙ wk> / sqrt(C), x_t = h_t + α_t v_t.

@@ -37,7 +37,7 @@ class RowOccupancy {
  private:
   const MemoryLayout& layout_;
   std::vector<uint64_t> first_;  // [rows]: the first n-gram key the row received
-  std::vector<uint8_t> state_;   // [rows]: 0 untouched, 1 one n-gram so far, 2 several
+  std::vector<uint8_t> state_;  // [rows]: 0 untouched, 1 one n-gram so far, 2 several
   std::vector<uint64_t> owner_;  // [rows]: the row's most frequent n-gram so far
   std::vector<uint32_t> owner_count_;
   std::vector<std::unordered_map<uint64_t, uint32_t>> count_;  // per order: lookups of each n-gram so far

@@ -21,8 +21,10 @@ RowSpread::RowSpread(const MemoryLayout& t, const MemoryLayout& l) : trained_row
                           " rows (hint: the same memory.slots and heads)"));
     Seg s{st[i].base, sl[i].base, st[i].rows / st[i].unit, sl[i].rows / sl[i].unit, st[i].unit, 0};
     if (s.units_l < s.units_t)
-      throw UserError(str("synthetic table: the large table's segment ", i, " has ", s.units_l, " units, fewer than the "
-                          "trained table's ", s.units_t, " (hint: a larger --synthetic-params)"));
+      throw UserError(str("synthetic table: the large table's segment ", i, " has ", s.units_l,
+                          " units, fewer than the "
+                          "trained table's ",
+                          s.units_t, " (hint: a larger --synthetic-params)"));
     s.stride = s.units_l / s.units_t;
     segs_.push_back(s);
   }

@@ -27,8 +27,8 @@ class RowSpread {
   struct Seg {
     int64_t base_t, base_l, units_t, units_l, unit, stride;
   };
-  std::vector<Seg> segs_;               // in trained-row order
-  std::vector<size_t> by_large_;        // segment indices in large-row order
+  std::vector<Seg> segs_;  // in trained-row order
+  std::vector<size_t> by_large_;  // segment indices in large-row order
   int64_t trained_rows_ = 0, large_rows_ = 0;
 };
 

@@ -44,12 +44,9 @@ void gather_signed(const Addresses& a, const float* table, int64_t width, bool s
     for (int64_t h = 0; h < H; ++h) {
       const float* src = table + rows[h] * width;
       const uint64_t* s = a.signs.data() + (i * H + h) * W;
-      if (!sums_heads)
-        signed_copy(o + h * width, src, s, width);
-      else if (h == 0)
-        signed_copy(o, src, s, width);
-      else
-        signed_add(o, src, s, width);
+      if (!sums_heads) signed_copy(o + h * width, src, s, width);
+      else if (h == 0) signed_copy(o, src, s, width);
+      else signed_add(o, src, s, width);
     }
   }
 }
@@ -108,7 +105,8 @@ void sparse_grad(const Addresses& a, const float* dout, int64_t width, bool sums
     return radix ? static_cast<int64_t>(keys[static_cast<size_t>(q)] >> 32) : order[static_cast<size_t>(q)].first;
   };
   const auto entry_of = [&](int64_t q) {
-    return radix ? static_cast<int64_t>(keys[static_cast<size_t>(q)] & UINT32_MAX) : order[static_cast<size_t>(q)].second;
+    return radix ? static_cast<int64_t>(keys[static_cast<size_t>(q)] & UINT32_MAX)
+                 : order[static_cast<size_t>(q)].second;
   };
   // Segment starts.
   seg.clear();
@@ -132,10 +130,8 @@ void sparse_grad(const Addresses& a, const float* dout, int64_t width, bool sums
       const int64_t e = entry_of(q), i = e / H, h = e % H;
       const float* src = dout + i * ow + (sums_heads ? 0 : h * width);
       const uint64_t* s = a.signs.data() + e * W;
-      if (q == seg[static_cast<size_t>(u)])
-        signed_copy(v, src, s, width);
-      else
-        signed_add(v, src, s, width);
+      if (q == seg[static_cast<size_t>(u)]) signed_copy(v, src, s, width);
+      else signed_add(v, src, s, width);
     }
   }
 }
@@ -234,8 +230,7 @@ void SparseGradAccumulator::add(SparseGrad& g) {
   for (int64_t u = 0; u < U; ++u) {
     float* d = values_.data() + static_cast<int64_t>(dst[static_cast<size_t>(u)]) * width_;
     const float* s = g.values.data() + u * width_;
-    if (fresh[static_cast<size_t>(u)])
-      std::memcpy(d, s, sizeof(float) * static_cast<size_t>(width_));
+    if (fresh[static_cast<size_t>(u)]) std::memcpy(d, s, sizeof(float) * static_cast<size_t>(width_));
     else
       for (int64_t j = 0; j < width_; ++j) d[j] += s[j];
   }

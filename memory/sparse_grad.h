@@ -24,9 +24,9 @@ struct SparseGrad {
 
 // Reusable buffers of sparse_grad (allocate once, reuse every micro-batch).
 struct SparseGradScratch {
-  std::vector<uint64_t> keys, tmp;                 // (row << 32 | entry), radix-sorted
+  std::vector<uint64_t> keys, tmp;  // (row << 32 | entry), radix-sorted
   std::vector<std::pair<int64_t, int64_t>> order;  // (row, entry): the std::sort path for huge tables/batches
-  std::vector<int64_t> segments;                   // first entry of each row's run, + end
+  std::vector<int64_t> segments;  // first entry of each row's run, + end
 };
 
 // The gradient of gather_signed w.r.t. the table: entry (i, h) adds s_{i,h} ⊙ dout[i, h-slice] (flat: the whole
@@ -64,7 +64,7 @@ class SparseGradAccumulator {
   std::vector<int32_t> slot_;
   std::vector<int64_t> rows_;
   std::vector<float> values_;  // at least touched() * width; never shrunk (no re-fill of recycled buffers)
-  std::vector<int32_t> dst_;   // scratch of add(): destination slot per added row
+  std::vector<int32_t> dst_;  // scratch of add(): destination slot per added row
   std::vector<uint8_t> fresh_;
 };
 

@@ -65,7 +65,8 @@ void StepCollisionCounter::add(const int64_t* rows, const uint64_t* keys, int64_
 }
 
 int64_t StepCollisionCounter::owner_bytes() const {
-  int64_t b = static_cast<int64_t>(owner_key_.capacity() * sizeof(uint64_t) + owner_count_.capacity() * sizeof(uint32_t));
+  int64_t b =
+      static_cast<int64_t>(owner_key_.capacity() * sizeof(uint64_t) + owner_count_.capacity() * sizeof(uint32_t));
   for (const CountMap& m : counts_)
     b += static_cast<int64_t>(m.keys.capacity() * sizeof(uint64_t) + m.counts.capacity() * sizeof(uint32_t));
   return b;

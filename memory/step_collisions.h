@@ -91,7 +91,7 @@ class StepCollisionCounter {
   int64_t unit_rows_;  // rows per page (layouts with pages), 0 otherwise
   bool track_owners_;
   int64_t n_ = 0;
-  std::vector<int64_t> rows_;   // [n, heads]
+  std::vector<int64_t> rows_;  // [n, heads]
   std::vector<uint64_t> keys_;  // [n, n_orders]
   // Scratch.
   std::vector<int32_t> first_;  // per table row: first member of its group (-1 = none)

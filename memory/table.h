@@ -24,11 +24,11 @@ struct PendingGrad {
 };
 
 struct TableStats {
-  int64_t step = 0;          // last completed update
-  int64_t rows = 0;          // table rows
+  int64_t step = 0;  // last completed update
+  int64_t rows = 0;  // table rows
   int64_t touched_last = 0;  // distinct rows updated by the last step
   int64_t touched_ever = 0;  // rows whose last-update step is > 0
-  double rms = 0.0;          // sqrt(mean θ²) over the whole table
+  double rms = 0.0;  // sqrt(mean θ²) over the whole table
   double max_abs = 0.0;
   double mean_v = 0.0;  // mean second moment over touched rows
 };

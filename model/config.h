@@ -7,15 +7,15 @@
 namespace pg {
 
 struct ModelConfig {
-  int64_t layers = 6;       // L
-  int64_t d_model = 384;    // C
-  int64_t heads = 6;        // NH, head width C / NH
-  int64_t mlp_ratio = 4;    // hidden = mlp_ratio * C
-  int64_t vocab = 65536;    // V
-  int64_t context = 1024;   // T
+  int64_t layers = 6;  // L
+  int64_t d_model = 384;  // C
+  int64_t heads = 6;  // NH, head width C / NH
+  int64_t mlp_ratio = 4;  // hidden = mlp_ratio * C
+  int64_t vocab = 65536;  // V
+  int64_t context = 1024;  // T
   double rope_base = 10000.0;
   double norm_eps = 1e-6;
-  double init_std = 0.02;   // normal std of embeddings and linear weights (output projections scaled, see README)
+  double init_std = 0.02;  // normal std of embeddings and linear weights (output projections scaled, see README)
 
   template <class V>
   void visit(V& v) {

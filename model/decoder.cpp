@@ -41,7 +41,9 @@ Decoder::PackedWeight::PackedWeight(const float* W, int64_t OC, int64_t C) {
 }
 
 KvCache::KvCache(const ModelConfig& cfg)
-    : L_(cfg.layers), cap_(cfg.context), C_(cfg.d_model),
+    : L_(cfg.layers),
+      cap_(cfg.context),
+      C_(cfg.d_model),
       k_(static_cast<size_t>(cfg.layers * cfg.context * cfg.d_model)),
       v_(static_cast<size_t>(cfg.layers * cfg.context * cfg.d_model)) {}
 
@@ -74,8 +76,8 @@ Decoder::Decoder(Transformer& model, int64_t max_rows) : m_(model), max_rows_(ma
   lm_head_ = std::make_unique<PackedWeight>(P.lm_head, c.vocab, C);
 }
 
-void Decoder::forward(std::span<const int32_t> tokens, std::span<KvCache* const> caches, float* logits,
-                      bool last_only, const std::function<void()>& before_injection) {
+void Decoder::forward(std::span<const int32_t> tokens, std::span<KvCache* const> caches, float* logits, bool last_only,
+                      const std::function<void()>& before_injection) {
   using namespace layers;
   const ModelConfig& c = m_.config();
   const int64_t N = static_cast<int64_t>(tokens.size());

@@ -11,10 +11,10 @@
 // at most config().context (the trained RoPE range): the caller starts a new cache past that (infer/engine.h).
 // Residual injection (the memory table) goes through the model's injector with N = rows, as in training: prepare it
 // for exactly these rows first, or in `before_injection`, which forward calls once just before the first block
-// that injects (the blocks before it run meanwhile: the engine's table reads overlap them). Norms, RoPE, GELU and the linear layers are the training kernels, row for row (the
-// GEMM over pre-packed weights, split by output columns: the same bits for 1 row or 64); attention of one query over
-// its cache runs in the order of a plain loop. The logits equal a recomputation of the whole
-// sequence up to float rounding (tests/model/decoder_test.cpp states the tolerance).
+// that injects (the blocks before it run meanwhile: the engine's table reads overlap them). Norms, RoPE, GELU and the
+// linear layers are the training kernels, row for row (the GEMM over pre-packed weights, split by output columns: the
+// same bits for 1 row or 64); attention of one query over its cache runs in the order of a plain loop. The logits equal
+// a recomputation of the whole sequence up to float rounding (tests/model/decoder_test.cpp states the tolerance).
 #pragma once
 #include <cstdint>
 #include <functional>

@@ -26,17 +26,17 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 // between tasks: every task overwrites what it reads. One slot per concurrent use within a task.
 enum Slot : int {
   kNormTmp = 0,  // rmsnorm_backward_rows: g = dy w [C]
-  kScores = 0,   // attention: Sᵀ / Pᵀ [T, kQueryBlock]
-  kScoreGrads,   // attention backward: dPᵀ / dSᵀ [T, kQueryBlock]
-  kPackKA,       // K packed as A
-  kPackVA,       // V packed as A
-  kPackKB,       // K packed as B
-  kPackQB,       // Q packed as B
-  kPackVB,       // V (forward) / dO (backward) packed as B
-  kRowDots,      // D = rowsum(dO O) [T]
-  kAccK,         // dK accumulator [T, HD]
-  kAccV,         // dV accumulator [T, HD]
-  kAccQ,         // dQ of one query block [kQueryBlock, HD]
+  kScores = 0,  // attention: Sᵀ / Pᵀ [T, kQueryBlock]
+  kScoreGrads,  // attention backward: dPᵀ / dSᵀ [T, kQueryBlock]
+  kPackKA,  // K packed as A
+  kPackVA,  // V packed as A
+  kPackKB,  // K packed as B
+  kPackQB,  // Q packed as B
+  kPackVB,  // V (forward) / dO (backward) packed as B
+  kRowDots,  // D = rowsum(dO O) [T]
+  kAccK,  // dK accumulator [T, HD]
+  kAccV,  // dV accumulator [T, HD]
+  kAccQ,  // dQ of one query block [kQueryBlock, HD]
   kNumSlots
 };
 template <class F>
@@ -188,7 +188,7 @@ template <class F>
 void linear_backward(F* dinp, F* dweight, const F* dout, const F* inp, const F* weight, int64_t N, int64_t C,
                      int64_t OC, F* pack_w, F* pack_x, bool accumulate, RowEpilogue epilogue) {
   const auto w = gemm::make_b(pack_w, StridedView<F>{weight, C, 1}, OC, C);  // B(k = o, j = c) = W[o, c]
-  const auto x = gemm::make_b(pack_x, StridedView<F>{inp, C, 1}, N, C);      // B(k = n, j = c) = inp[n, c]
+  const auto x = gemm::make_b(pack_x, StridedView<F>{inp, C, 1}, N, C);  // B(k = n, j = c) = inp[n, c]
   const int64_t ndw = ceil_div(OC, kDwRows), ndx = ceil_div(N, kGemmRows);
 #pragma omp parallel
   {
@@ -446,9 +446,9 @@ double lm_head_ce(F* dinp, F* dweight, double* losses, const F* inp, const F* we
   const int64_t R = s.rows, vbs = s.vocab_block, nvb = (V + vbs - 1) / vbs, ng = std::min(kLmGroups, nvb);
   const auto wa = gemm::make_a(s.pack_wa, StridedView<F>{weight, C, 1}, V, C);  // A(i = v, k = c) = W[v, c]
   const auto wn = gemm::make_b(s.pack_wn, StridedView<F>{weight, C, 1}, V, C);  // B(k = v, j = c) = W[v, c]
-  F* lt = s.logits;                                                             // [V, R]
-  F* bmax = s.stats;                  // [nvb, R] block max, then the block's scale factor
-  F* bsum = s.stats + nvb * R;        // [nvb, R]
+  F* lt = s.logits;  // [V, R]
+  F* bmax = s.stats;  // [nvb, R] block max, then the block's scale factor
+  F* bsum = s.stats + nvb * R;  // [nvb, R]
   F* tlogit = s.stats + 2 * nvb * R;  // [R]
 #pragma omp parallel
   {
@@ -459,7 +459,7 @@ double lm_head_ce(F* dinp, F* dweight, double* losses, const F* inp, const F* we
       const F* xc = inp + r0 * C;
       const int32_t* tg = targets + r0;
       const auto xt = gemm::make_b(s.pack_xt, StridedView<F>{xc, 1, C}, C, nc);  // B(k = c, j = n) = X[n, c]
-      const auto xb = gemm::make_b(s.pack_x, StridedView<F>{xc, C, 1}, nc, C);   // B(k = n, j = c) = X[n, c]
+      const auto xb = gemm::make_b(s.pack_x, StridedView<F>{xc, C, 1}, nc, C);  // B(k = n, j = c) = X[n, c]
       gemm::pack_operand(xt);
       if (backward) gemm::pack_operand(xb);
 #pragma omp for schedule(dynamic, 1)

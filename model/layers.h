@@ -27,10 +27,10 @@
 
 namespace pg::layers {
 
-inline constexpr int64_t kGemmRows = 112;        // tokens per GEMM / row task: 8 micro-panels of 14
-inline constexpr int64_t kDwRows = 336;          // weight-gradient rows per task (each task streams all N tokens)
+inline constexpr int64_t kGemmRows = 112;  // tokens per GEMM / row task: 8 micro-panels of 14
+inline constexpr int64_t kDwRows = 336;  // weight-gradient rows per task (each task streams all N tokens)
 inline constexpr int64_t kNormRows = kGemmRows;  // tokens per RMSNorm weight-gradient partial sum (= row tasks)
-inline constexpr int64_t kQueryBlock = 64;       // attention queries per block
+inline constexpr int64_t kQueryBlock = 64;  // attention queries per block
 inline constexpr int64_t kLmGroups = 8;  // LM-head backward: vocabulary-block groups (fixed), one dX partial each
 
 // A non-owning reference to a callable (no allocation), for per-task epilogues.
@@ -61,14 +61,14 @@ using RowEpilogue = FunctionRef<void(int64_t, int64_t, int64_t)>;
 // GEMM. Packed operands are used by float only (null for double).
 template <class F>
 struct LmHeadScratch {
-  F* pack_wa = nullptr;     // W as A (M = V, K = C): gemm::packed_a_floats(V, C)
-  F* pack_wn = nullptr;     // W as B (K = V, N = C): gemm::packed_b_floats(V, C)
-  F* pack_xt = nullptr;     // one chunk of Xᵀ as B (K = C, N = rows): gemm::packed_b_floats(C, rows)
-  F* pack_x = nullptr;      // the chunk of X as B (K = rows, N = C): gemm::packed_b_floats(rows, C)
-  F* dx_part = nullptr;     // [kLmGroups, rows, C] partial dX of each vocabulary-block group
-  F* logits = nullptr;      // [V, rows] logitsᵀ, then dlogitsᵀ, of one chunk
-  F* stats = nullptr;       // [2 * ceil(V / vocab_block) + 1, rows] per-block max / sum, target logits
-  int64_t rows = 0;         // tokens per chunk (lm_head_rows)
+  F* pack_wa = nullptr;  // W as A (M = V, K = C): gemm::packed_a_floats(V, C)
+  F* pack_wn = nullptr;  // W as B (K = V, N = C): gemm::packed_b_floats(V, C)
+  F* pack_xt = nullptr;  // one chunk of Xᵀ as B (K = C, N = rows): gemm::packed_b_floats(C, rows)
+  F* pack_x = nullptr;  // the chunk of X as B (K = rows, N = C): gemm::packed_b_floats(rows, C)
+  F* dx_part = nullptr;  // [kLmGroups, rows, C] partial dX of each vocabulary-block group
+  F* logits = nullptr;  // [V, rows] logitsᵀ, then dlogitsᵀ, of one chunk
+  F* stats = nullptr;  // [2 * ceil(V / vocab_block) + 1, rows] per-block max / sum, target logits
+  int64_t rows = 0;  // tokens per chunk (lm_head_rows)
   int64_t vocab_block = 0;  // vocabulary rows per task, a multiple of 14 (lm_head_vocab_block)
 };
 // Tokens per LM-head chunk for vocabulary V: the [V, rows] logits chunk up to 128 MiB (multiple of 32, <= 512).

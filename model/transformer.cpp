@@ -163,8 +163,8 @@ TransformerT<F>::TransformerT(const ModelConfig& cfg, int64_t micro_batch) : cfg
     views->tok_emb = at("tok_emb");
     for (int64_t l = 0; l < L; ++l) {
       const std::string p = "blocks." + std::to_string(l) + ".";
-      views->blocks.push_back({at(p + "attn_norm"), at(p + "w_qkv"), at(p + "w_o"), at(p + "mlp_norm"), at(p + "w_fc"),
-                               at(p + "w_proj")});
+      views->blocks.push_back(
+          {at(p + "attn_norm"), at(p + "w_qkv"), at(p + "w_o"), at(p + "mlp_norm"), at(p + "w_fc"), at(p + "w_proj")});
     }
     views->final_norm = at("final_norm");
     views->lm_head = at("lm_head");

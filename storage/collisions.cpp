@@ -107,8 +107,8 @@ LayoutCollisions measure_collisions(const MemoryLayout& layout, const EvalStream
     const int64_t U = static_cast<int64_t>(first_of.size());
     std::vector<uint32_t> count(static_cast<size_t>(U));
     for (int64_t g = 0; g < U; ++g)
-      count[static_cast<size_t>(g)] =
-          static_cast<uint32_t>((g + 1 < U ? first_of[static_cast<size_t>(g + 1)] : N) - first_of[static_cast<size_t>(g)]);
+      count[static_cast<size_t>(g)] = static_cast<uint32_t>((g + 1 < U ? first_of[static_cast<size_t>(g + 1)] : N) -
+                                                            first_of[static_cast<size_t>(g)]);
     if (progress)
       Note() << "  collisions " << out.label << ": order " << n << ": " << U << " distinct n-grams in " << N
              << " positions (" << fmt_fixed(t.seconds(), 1) << " s)";
@@ -182,7 +182,8 @@ LayoutCollisions measure_collisions(const MemoryLayout& layout, const EvalStream
 
       // Counting sort of the distinct n-grams by head-k row (stable: deterministic member order).
       offset.assign(static_cast<size_t>(R + 1), 0);
-      for (int64_t r = 0; r < R; ++r) offset[static_cast<size_t>(r + 1)] = offset[static_cast<size_t>(r)] + occ[static_cast<size_t>(r)];
+      for (int64_t r = 0; r < R; ++r)
+        offset[static_cast<size_t>(r + 1)] = offset[static_cast<size_t>(r)] + occ[static_cast<size_t>(r)];
       members.resize(static_cast<size_t>(U));
       {
         std::vector<int64_t> fill(offset.begin(), offset.end() - 1);
@@ -227,10 +228,12 @@ LayoutCollisions measure_collisions(const MemoryLayout& layout, const EvalStream
     const size_t h0 = out.heads.size() - static_cast<size_t>(K);
     double q_any = 0;  // P(two distinct n-grams share at least one row)
     if (layout.has_pages()) {  // P_n pages of K heads x S slots each
-      const double S = static_cast<double>(layout.slots()), P = static_cast<double>(layout.sizes()[static_cast<size_t>(o)]);
+      const double S = static_cast<double>(layout.slots()),
+                   P = static_cast<double>(layout.sizes()[static_cast<size_t>(o)]);
       q_any = (1.0 - std::pow(1.0 - 1.0 / S, static_cast<double>(K))) / P;
       for (int64_t k = 0; k < K; ++k) {
-        out.heads[h0 + static_cast<size_t>(k)].exp_cross_share = 1.0 - std::pow(1.0 - 1.0 / S, static_cast<double>(K - 1));
+        out.heads[h0 + static_cast<size_t>(k)].exp_cross_share =
+            1.0 - std::pow(1.0 - 1.0 / S, static_cast<double>(K - 1));
         out.heads[h0 + static_cast<size_t>(k)].exp_cross_extra = static_cast<double>(K - 1) / S;
       }
     } else {
@@ -328,7 +331,8 @@ std::string format_collision_table(const std::vector<LayoutCollisions>& all, boo
         std::snprintf(buf, sizeof buf, "%-15s %-3lld %-4lld %10lld %8lld %6lld %17s %17s %12lld %19s %17s\n",
                       L.label.c_str(), static_cast<long long>(h.order), static_cast<long long>(h.head),
                       static_cast<long long>(h.rows), static_cast<long long>(h.empty_rows),
-                      static_cast<long long>(h.max_occupancy), cell(num(h.var_over_mean), num(h.exp_var_over_mean)).c_str(),
+                      static_cast<long long>(h.max_occupancy),
+                      cell(num(h.var_over_mean), num(h.exp_var_over_mean)).c_str(),
                       cell(pct(h.foreign), pct(h.exp_foreign)).c_str(), static_cast<long long>(h.pairs),
                       multi ? cell(pct(h.cross_share), pct(h.exp_cross_share)).c_str() : "-",
                       multi ? cell(num(h.cross_extra), num(h.exp_cross_extra)).c_str() : "-");

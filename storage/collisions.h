@@ -1,8 +1,8 @@
-// Collision statistics of a layout over a token stream (docs/model.md §6, report §6, Table 3), per order and head, with the
-// analytic expectation beside every number, and the per-token address dump behind `pagegram addresses`.
-// Exact and parallel (sort-based distinct n-grams, counting-sort row groups, pair enumeration inside groups),
-// sized for the report's 200M tables over tens of millions of tokens. memory/collision_stats.h is the small
-// serial version with the same definitions; the tests check that both agree.
+// Collision statistics of a layout over a token stream (docs/model.md §6, report §6, Table 3), per order and head, with
+// the analytic expectation beside every number, and the per-token address dump behind `pagegram addresses`. Exact and
+// parallel (sort-based distinct n-grams, counting-sort row groups, pair enumeration inside groups), sized for the
+// report's 200M tables over tens of millions of tokens. memory/collision_stats.h is the small serial version with the
+// same definitions; the tests check that both agree.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -62,7 +62,7 @@ struct HeadCollisions {
 struct OrderCollisions {
   int64_t order = 0;
   int64_t positions = 0;  // N
-  int64_t distinct = 0;   // U
+  int64_t distinct = 0;  // U
   // Occupancy and foreign: means over heads. Cross-head: reference head 0 (the report's definition).
   double mean_occupancy = 0, var_over_mean = 0, exp_var_over_mean = 0;
   double foreign = 0, exp_foreign = 0;

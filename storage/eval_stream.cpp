@@ -15,7 +15,8 @@ namespace pg {
 
 EvalStream stream_from_store(const data::TokenStore& store, uint64_t begin, uint64_t n, int64_t context) {
   const uint64_t total = store.n_tokens();
-  if (begin > total) throw UserError(str("token store ", store.path(), ": stream start ", begin, " beyond its ", total, " tokens"));
+  if (begin > total)
+    throw UserError(str("token store ", store.path(), ": stream start ", begin, " beyond its ", total, " tokens"));
   n = std::min<uint64_t>(n, total - begin);
   const uint64_t lo = begin >= static_cast<uint64_t>(context) ? begin - static_cast<uint64_t>(context) : 0;
   EvalStream s;

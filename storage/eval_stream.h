@@ -33,8 +33,8 @@ EvalStream stream_from_ids(std::vector<uint32_t> ids, std::vector<uint64_t> doc_
 // "train"; at most `tokens` of it (<= 0: the whole split). UserError when it is empty.
 struct SplitStream {
   EvalStream stream;
-  std::string desc;          // "<split> stream of <store>: tokens [begin, end)"
-  uint64_t available = 0;    // tokens the split holds
+  std::string desc;  // "<split> stream of <store>: tokens [begin, end)"
+  uint64_t available = 0;  // tokens the split holds
 };
 SplitStream stream_from_split(const data::DataSet& ds, const std::string& split, int64_t tokens);
 

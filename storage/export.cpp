@@ -13,12 +13,13 @@ TableFileHeader export_table_file(const std::string& path, const MemoryLayout& l
                                   const std::string& fill, uint64_t seed, const TableWriteOptions& opt) {
   const int64_t w = layout.width();
   if (values)
-    return write_table_file(path, layout, [&](int64_t r0, int64_t n, float* dst) {
-      std::copy(values + r0 * w, values + (r0 + n) * w, dst);
-    }, opt);
+    return write_table_file(
+        path, layout,
+        [&](int64_t r0, int64_t n, float* dst) { std::copy(values + r0 * w, values + (r0 + n) * w, dst); }, opt);
   if (fill == "random") return write_random_table_file(path, layout, seed, opt);
   if (fill != "zero") throw UserError(str("export: --fill ", fill, ": expected zero or random"));
-  return write_table_file(path, layout, [w](int64_t, int64_t n, float* dst) { std::fill(dst, dst + n * w, 0.0f); }, opt);
+  return write_table_file(
+      path, layout, [w](int64_t, int64_t n, float* dst) { std::fill(dst, dst + n * w, 0.0f); }, opt);
 }
 
 void verify_table_file(const std::string& path, const MemoryLayout& layout, std::optional<TableQuantization> expect) {

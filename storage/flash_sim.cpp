@@ -77,8 +77,8 @@ int64_t FlashCacheSimulator::access(std::span<const uint32_t> blocks) {
   const uint32_t* b = blocks.data();
   uint32_t max_id = 0;
   for (int64_t i = 0; i < n; ++i) max_id = std::max(max_id, b[i]);
-  PG_CHECK(n == 0 || max_id < static_cast<uint64_t>(universe_), "block id ", max_id, " outside the table's ",
-           universe_, " blocks");
+  PG_CHECK(n == 0 || max_id < static_cast<uint64_t>(universe_), "block id ", max_id, " outside the table's ", universe_,
+           " blocks");
 
   uint32_t* last = last_.data();
   const int64_t cap = capacity_;
@@ -159,7 +159,8 @@ FlashSweepSummary run_flash_sweep(const FlashSweepConfig& cfg, const EvalStream&
   const int64_t have = available_memory_bytes();
   if (have > 0 && need > have)
     throw UserError(str("flashsim --sizes/--caches: simulating these tables needs about ", format_bytes(need),
-                        " of memory but ", format_bytes(have), " are available (hint: smaller --sizes, fewer "
+                        " of memory but ", format_bytes(have),
+                        " are available (hint: smaller --sizes, fewer "
                         "--caches, or --threads 1)"));
 
   const int64_t T = stream.size(), chunk = std::max<int64_t>(1, cfg.chunk_tokens);
@@ -244,9 +245,10 @@ std::string format_flash_table(const FlashSweepSummary& s) {
   const int64_t tokens = s.results.empty() ? 0 : s.results[0].tokens;
   out += str("Flash reads per token (report Table 6): misses of an exact LRU cache over 4 KiB blocks, ", tokens,
              " test tokens.\n");
-  out += "Definitions: a token reads the distinct 4 KiB blocks holding its rows (all orders and heads) of the\n"
-         "page-aligned NF4 file (34 B per 64-wide head row; a PageGram page never straddles a block); each block\n"
-         "goes through one LRU cache of the given size (0 = none); a miss is one flash read. Tables are 4-bit.\n";
+  out +=
+      "Definitions: a token reads the distinct 4 KiB blocks holding its rows (all orders and heads) of the\n"
+      "page-aligned NF4 file (34 B per 64-wide head row; a PageGram page never straddles a block); each block\n"
+      "goes through one LRU cache of the given size (0 = none); a miss is one flash read. Tables are 4-bit.\n";
   std::snprintf(buf, sizeof buf, "%-8s %-10s", "table", "cache");
   out += buf;
   for (const auto& c : cols) {

@@ -1,5 +1,5 @@
-// FlashCacheSimulator: an exact LRU page cache over 4 KiB block ids (docs/model.md §7, report §8, Table 6, Fig. 4a), and
-// the sweep behind `pagegram flashsim`: flash reads per token per (layout, table size, cache size).
+// FlashCacheSimulator: an exact LRU page cache over 4 KiB block ids (docs/model.md §7, report §8, Table 6, Fig. 4a),
+// and the sweep behind `pagegram flashsim`: flash reads per token per (layout, table size, cache size).
 #pragma once
 #include <cstdint>
 #include <span>
@@ -47,11 +47,10 @@ class FlashCacheSimulator {
   int64_t universe_, capacity_;
   int64_t size_ = 0, accesses_ = 0, misses_ = 0;
   std::vector<uint32_t> last_;  // [universe]: log index of the block's latest access, kNone if not cached
-  std::vector<uint32_t> log_;   // accessed blocks in order since the last compaction (capacity log_cap_)
+  std::vector<uint32_t> log_;  // accessed blocks in order since the last compaction (capacity log_cap_)
   int64_t log_size_ = 0, log_cap_ = 0;
   int64_t lru_ = 0;  // log index of the least recent cached block (== log_size_ when the cache is empty)
 };
-
 
 struct FlashSweepConfig {
   // orders, heads, head_dim, hash seed (layout, slots and target_params are set per table). Engram-style tables use
@@ -70,13 +69,13 @@ struct FlashResult {
   std::string layout;  // label()
   int64_t slots = 0;
   double target_params = 0;
-  int64_t params = 0;       // the layout's actual parameters (parity)
-  int64_t num_blocks = 0;   // 4 KiB blocks of the NF4 file's data region
+  int64_t params = 0;  // the layout's actual parameters (parity)
+  int64_t num_blocks = 0;  // 4 KiB blocks of the NF4 file's data region
   int64_t cache_bytes = 0;
   int64_t cache_blocks = 0;  // cache_bytes / 4096
   int64_t tokens = 0;
   int64_t accesses = 0;  // distinct blocks per token, summed
-  int64_t misses = 0;    // flash reads
+  int64_t misses = 0;  // flash reads
   double lru_seconds = 0;  // thread CPU time spent in the cache simulation of this row
   double reads_per_token() const { return tokens ? static_cast<double>(misses) / static_cast<double>(tokens) : 0.0; }
   // The columns of `pagegram flashsim --out` (storage/FORMATS.md), once.
@@ -98,11 +97,13 @@ struct FlashResult {
 
 struct FlashSweepSummary {
   std::vector<FlashResult> results;  // (layout, size, cache) in the config's order
-  int64_t lru_accesses = 0;          // accesses simulated with a cache (capacity > 0)
-  double lru_seconds = 0;            // thread CPU time spent in those simulations
+  int64_t lru_accesses = 0;  // accesses simulated with a cache (capacity > 0)
+  double lru_seconds = 0;  // thread CPU time spent in those simulations
   double wall_seconds = 0;
   int threads = 1;
-  double accesses_per_second_per_core() const { return lru_seconds > 0 ? static_cast<double>(lru_accesses) / lru_seconds : 0.0; }
+  double accesses_per_second_per_core() const {
+    return lru_seconds > 0 ? static_cast<double>(lru_accesses) / lru_seconds : 0.0;
+  }
 };
 
 // Streams the tokens through every (layout, size) table, computing each token's blocks once and feeding all cache

@@ -53,7 +53,9 @@ IoBenchResult run_iobench(const std::string& path, uint64_t data_offset, const s
   const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC);
   if (fd < 0)
     throw IoError(str("iobench: cannot open ", path, " with O_DIRECT: ", std::strerror(errno),
-                      errno == EINVAL ? " (hint: the file system does not support direct I/O, e.g. tmpfs; use --dir on a disk)" : ""));
+                      errno == EINVAL
+                          ? " (hint: the file system does not support direct I/O, e.g. tmpfs; use --dir on a disk)"
+                          : ""));
   struct Fd {
     int fd;
     ~Fd() { ::close(fd); }
@@ -130,7 +132,8 @@ IoBenchResult run_iobench(const std::string& path, uint64_t data_offset, const s
       if (cqe->res != 4096) {
         const int r = cqe->res;
         io_uring_cq_advance(&ring, seen);
-        throw IoError(str("iobench: read of ", path, " failed: ", r < 0 ? std::strerror(-r) : str("short read of ", r, " bytes"),
+        throw IoError(str("iobench: read of ", path,
+                          " failed: ", r < 0 ? std::strerror(-r) : str("short read of ", r, " bytes"),
                           " (hint: is the file complete? re-create it without --keep'd leftovers)"));
       }
       const Slot sl = slots[static_cast<size_t>(s)];
@@ -167,7 +170,8 @@ std::string format_iobench_table(const std::vector<IoBenchResult>& r) {
   }
   std::string out =
       "Direct-I/O table lookups (report Fig. 4b): O_DIRECT 4 KiB reads through io_uring, N reads in flight;\n"
-      "a lookup = all distinct blocks of one token (both orders, all heads). lookups/s, and read latency p50/p99 in us.\n";
+      "a lookup = all distinct blocks of one token (both orders, all heads). lookups/s, and read latency p50/p99 in "
+      "us.\n";
   char buf[256];
   std::snprintf(buf, sizeof buf, "%-15s", "layout");
   out += buf;
@@ -185,7 +189,8 @@ std::string format_iobench_table(const std::vector<IoBenchResult>& r) {
         std::snprintf(buf, sizeof buf, " | %-26s", "-");
       } else {
         const IoBenchResult& x = *it->second;
-        std::snprintf(buf, sizeof buf, " | %8.0f/s %5.0f/%-6.0f us", x.lookups_per_second(), x.read_p50_us, x.read_p99_us);
+        std::snprintf(buf, sizeof buf, " | %8.0f/s %5.0f/%-6.0f us", x.lookups_per_second(), x.read_p50_us,
+                      x.read_p99_us);
       }
       out += buf;
     }
@@ -193,9 +198,10 @@ std::string format_iobench_table(const std::vector<IoBenchResult>& r) {
   }
   out += "Per run: reads/s and lookup latency p50/p99 (us):\n";
   for (const auto& x : r) {
-    std::snprintf(buf, sizeof buf, "  %-15s depth %-3d %9lld lookups %10lld reads in %6.2f s: %9.0f reads/s, lookup %6.0f/%-6.0f us\n",
-                  x.layout.c_str(), x.depth, static_cast<long long>(x.lookups), static_cast<long long>(x.reads), x.seconds,
-                  x.reads_per_second(), x.lookup_p50_us, x.lookup_p99_us);
+    std::snprintf(buf, sizeof buf,
+                  "  %-15s depth %-3d %9lld lookups %10lld reads in %6.2f s: %9.0f reads/s, lookup %6.0f/%-6.0f us\n",
+                  x.layout.c_str(), x.depth, static_cast<long long>(x.lookups), static_cast<long long>(x.reads),
+                  x.seconds, x.reads_per_second(), x.lookup_p50_us, x.lookup_p99_us);
     out += buf;
   }
   return out;
@@ -219,13 +225,15 @@ IoBenchSuiteResult run_iobench_suite(const IoBenchSuiteConfig& cfg, const EvalSt
   const std::string& d = cfg.dir;
   std::error_code ec;
   const bool made_dir = std::filesystem::create_directories(d, ec);
-  if (ec) throw IoError(str("iobench --dir ", d, ": cannot create it: ", ec.message(), " (hint: a writable folder on the disk to test)"));
+  if (ec)
+    throw IoError(str("iobench --dir ", d, ": cannot create it: ", ec.message(),
+                      " (hint: a writable folder on the disk to test)"));
   IoBenchSuiteResult out;
   try {
     for (const FlashLayoutSpec& spec : cfg.layouts) {
       auto L = make_storage_layout(cfg.memory, cfg.d_model, spec, cfg.params, cfg.vocab);
-      const std::string path = str(d, "/", spec.layout, spec.slots ? str("_s", spec.slots) : "", "_",
-                                   format_count(cfg.params), ".pgt");
+      const std::string path =
+          str(d, "/", spec.layout, spec.slots ? str("_s", spec.slots) : "", "_", format_count(cfg.params), ".pgt");
       TableFileHeader h;
       bool reused = false;
       if (std::filesystem::exists(path)) {
@@ -246,7 +254,8 @@ IoBenchSuiteResult run_iobench_suite(const IoBenchSuiteConfig& cfg, const EvalSt
         out.created.push_back(path);
         h = write_random_table_file(path, *L, 1, opt);
         char buf[64];
-        std::snprintf(buf, sizeof buf, "%.2f GiB, %.1f s", static_cast<double>(h.file_bytes()) / (1 << 30), tw.seconds());
+        std::snprintf(buf, sizeof buf, "%.2f GiB, %.1f s", static_cast<double>(h.file_bytes()) / (1 << 30),
+                      tw.seconds());
         say(str("[iobench] wrote ", path, " (", buf, ")"));
       } else {
         say(str("[iobench] reusing ", path));

@@ -1,5 +1,5 @@
-// Device benchmark behind `pagegram iobench` (docs/model.md §7, report §8.1, Table 6 / Fig. 4b): table lookups driven by a
-// token stream as O_DIRECT 4 KiB reads of a real table file through io_uring, with N reads in flight.
+// Device benchmark behind `pagegram iobench` (docs/model.md §7, report §8.1, Table 6 / Fig. 4b): table lookups driven
+// by a token stream as O_DIRECT 4 KiB reads of a real table file through io_uring, with N reads in flight.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -15,11 +15,11 @@ namespace pg {
 
 struct IoBenchResult {
   std::string layout;
-  int depth = 0;             // reads in flight
-  int64_t lookups = 0;       // tokens whose reads all completed
-  int64_t reads = 0;         // 4 KiB reads completed
-  double seconds = 0;        // wall time from the first submission to the last completion
-  double read_p50_us = 0, read_p99_us = 0;      // submission -> completion of one read
+  int depth = 0;  // reads in flight
+  int64_t lookups = 0;  // tokens whose reads all completed
+  int64_t reads = 0;  // 4 KiB reads completed
+  double seconds = 0;  // wall time from the first submission to the last completion
+  double read_p50_us = 0, read_p99_us = 0;  // submission -> completion of one read
   double lookup_p50_us = 0, lookup_p99_us = 0;  // first read submitted -> last read completed, per token
   double lookups_per_second() const { return seconds > 0 ? static_cast<double>(lookups) / seconds : 0.0; }
   double reads_per_second() const { return seconds > 0 ? static_cast<double>(reads) / seconds : 0.0; }
@@ -63,15 +63,15 @@ struct IoBenchSuiteConfig {
   int64_t d_model = 0;
   const CompressedVocab* vocab = nullptr;  // Engram-faithful hashing (engram_vocab), or none
   std::vector<FlashLayoutSpec> layouts;
-  double params = 0;    // table size in parameters
+  double params = 0;  // table size in parameters
   std::vector<int> depths;
   double seconds = 10;  // time limit per (layout, depth) run (0 = none)
-  std::string dir;      // where the table files live
+  std::string dir;  // where the table files live
   bool keep = false;
 };
 struct IoBenchSuiteResult {
   std::vector<IoBenchResult> results;  // layout-major, depths in order
-  std::vector<std::string> created;    // table files this call wrote
+  std::vector<std::string> created;  // table files this call wrote
 };
 // `log` receives one progress line at a time ("[iobench] ..."); may be empty.
 IoBenchSuiteResult run_iobench_suite(const IoBenchSuiteConfig& cfg, const EvalStream& stream,

@@ -40,7 +40,8 @@ FlashLayoutSpec parse_flash_layout(const std::string& text, int64_t default_slot
   s.slots = default_slots;
   if (colon != std::string::npos) {
     if (!layout_takes_slots(s.layout))
-      throw UserError(str("--layouts: '", text, "': '", s.layout, "' has no slots (hint: ", layout_choices_hint(), ")"));
+      throw UserError(
+          str("--layouts: '", text, "': '", s.layout, "' has no slots (hint: ", layout_choices_hint(), ")"));
     try {
       size_t pos = 0;
       s.slots = std::stoll(text.substr(colon + 1), &pos);
@@ -56,8 +57,9 @@ FlashLayoutSpec parse_flash_layout(const std::string& text, int64_t default_slot
   return s;
 }
 
-std::unique_ptr<MemoryLayout> make_storage_layout(const MemoryConfig& base, int64_t d_model, const FlashLayoutSpec& spec,
-                                                  double params, const CompressedVocab* vocab) {
+std::unique_ptr<MemoryLayout> make_storage_layout(const MemoryConfig& base, int64_t d_model,
+                                                  const FlashLayoutSpec& spec, double params,
+                                                  const CompressedVocab* vocab) {
   MemoryConfig m = base;
   m.layout = spec.layout;
   if (layout_takes_slots(spec.layout) && spec.slots > 0) m.slots = spec.slots;
@@ -66,8 +68,9 @@ std::unique_ptr<MemoryLayout> make_storage_layout(const MemoryConfig& base, int6
   return make_layout(m, d_model, vocab);
 }
 
-std::unique_ptr<MemoryLayout> make_storage_layout(const MemoryConfig& base, int64_t d_model, const FlashLayoutSpec& spec,
-                                                  double params, const std::vector<std::string>& pieces) {
+std::unique_ptr<MemoryLayout> make_storage_layout(const MemoryConfig& base, int64_t d_model,
+                                                  const FlashLayoutSpec& spec, double params,
+                                                  const std::vector<std::string>& pieces) {
   MemoryConfig m = base;
   m.layout = spec.layout;
   const auto vocab = engram_vocab(m, pieces);

@@ -25,11 +25,13 @@ FlashLayoutSpec parse_flash_layout(const std::string& text, int64_t default_slot
 // The layout of `spec` built from the config's memory section `base` (params > 0: memory.target_params = params).
 // Engram-faithful hashing applies when `vocab` is given (engram_vocab()); without it the table is hashed on raw
 // ids (the flash simulation describes tables by their size and never needs the tokenizer).
-std::unique_ptr<MemoryLayout> make_storage_layout(const MemoryConfig& base, int64_t d_model, const FlashLayoutSpec& spec,
-                                                  double params = 0, const CompressedVocab* vocab = nullptr);
+std::unique_ptr<MemoryLayout> make_storage_layout(const MemoryConfig& base, int64_t d_model,
+                                                  const FlashLayoutSpec& spec, double params = 0,
+                                                  const CompressedVocab* vocab = nullptr);
 // The same with Engram-faithful hashing built from the tokenizer's pieces when the memory section asks for it
 // (memory.hash.engram_faithful with an Engram-style layout; `pieces` may be empty otherwise).
-std::unique_ptr<MemoryLayout> make_storage_layout(const MemoryConfig& base, int64_t d_model, const FlashLayoutSpec& spec,
-                                                  double params, const std::vector<std::string>& pieces);
+std::unique_ptr<MemoryLayout> make_storage_layout(const MemoryConfig& base, int64_t d_model,
+                                                  const FlashLayoutSpec& spec, double params,
+                                                  const std::vector<std::string>& pieces);
 
 }  // namespace pg

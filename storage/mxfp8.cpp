@@ -21,8 +21,8 @@ struct DecodeTable {
       const int e = (c >> 3) & 0xF, m = c & 7;
       float a;
       if (e == 0xF && m == 7) a = std::numeric_limits<float>::quiet_NaN();
-      else if (e == 0) a = std::ldexp(static_cast<float>(m), -9);                  // subnormal: m * 2^-9
-      else a = std::ldexp(1.0f + static_cast<float>(m) / 8.0f, e - 7);            // normal: 2^(e-7) (1 + m/8)
+      else if (e == 0) a = std::ldexp(static_cast<float>(m), -9);  // subnormal: m * 2^-9
+      else a = std::ldexp(1.0f + static_cast<float>(m) / 8.0f, e - 7);  // normal: 2^(e-7) (1 + m/8)
       v[c] = (c & 0x80) ? -a : a;
     }
   }

@@ -20,11 +20,11 @@
 
 namespace pg::mxfp8 {
 
-inline constexpr int64_t kBlock = 32;          // values per shared scale
-inline constexpr int kElemEmax = 8;            // emax of E4M3 (OCP MX Table 2)
-inline constexpr int kScaleBias = 127;         // E8M0: X = 2^(e - 127)
-inline constexpr uint8_t kScaleNaN = 0xFF;     // E8M0 NaN (never written)
-inline constexpr uint8_t kMaxCode = 0x7E;      // +448, the largest finite E4M3 value
+inline constexpr int64_t kBlock = 32;  // values per shared scale
+inline constexpr int kElemEmax = 8;  // emax of E4M3 (OCP MX Table 2)
+inline constexpr int kScaleBias = 127;  // E8M0: X = 2^(e - 127)
+inline constexpr uint8_t kScaleNaN = 0xFF;  // E8M0 NaN (never written)
+inline constexpr uint8_t kMaxCode = 0x7E;  // +448, the largest finite E4M3 value
 inline constexpr float kMaxElem = 448.0f;
 
 // Bytes of a row of `width` values: one code per value plus one scale per started block of 32.

@@ -114,7 +114,8 @@ void dequantize_row(const uint8_t* in, int64_t width, float* x) {
 
 void round_trip_table(float* table, int64_t rows, int64_t width) {
   const int64_t bad = round_trip_rows(table, rows, width, row_bytes(width), quantize_row, dequantize_row);
-  if (bad >= 0) throw UserError(str("NF4: table row ", bad, " holds a value that is not finite or beyond the fp16 range (65504)"));
+  if (bad >= 0)
+    throw UserError(str("NF4: table row ", bad, " holds a value that is not finite or beyond the fp16 range (65504)"));
 }
 
 }  // namespace pg::nf4

@@ -29,7 +29,7 @@ inline constexpr float kCodebook[16] = {-1.0f,
                                         0.7229568362236023f,
                                         1.0f};
 inline constexpr int kZeroCode = 7;
-inline constexpr int64_t kGroup = 64;       // values per group
+inline constexpr int64_t kGroup = 64;  // values per group
 inline constexpr int64_t kGroupBytes = 34;  // 2 scale bytes + 32 code bytes
 // Largest half-gap between neighbouring codes (between -1 and -0.696): the error bound is this times the scale.
 inline constexpr double kMaxHalfGap = (1.0 - 0.6961928009986877) / 2;

@@ -72,7 +72,7 @@ void pwrite_all(int fd, const void* p, size_t n, uint64_t off, const std::string
     if (w < 0) {
       if (errno == EINTR) continue;
       throw ResourceError(str("table file ", path, ": write failed at byte offset ", off, ": ", errno_text(),
-                        " (hint: check free disk space)"));
+                              " (hint: check free disk space)"));
     }
     c += w;
     n -= static_cast<size_t>(w);
@@ -160,7 +160,7 @@ TableFileHeader write_core(const std::string& path, const MemoryLayout& layout, 
   // Reserve every byte up front: fails early on a full disk, and the file is never sparse.
   if (const int e = ::posix_fallocate(f.fd, 0, static_cast<off_t>(h.file_bytes())); e != 0 && e != EOPNOTSUPP)
     throw ResourceError(str("table file ", path, ": cannot reserve ", h.file_bytes(), " bytes: ", std::strerror(e),
-                      " (hint: check free disk space)"));
+                            " (hint: check free disk space)"));
 
   // Data: a window of W blocks starting at data block `flushed`; rows are placed by block_of, which is
   // non-decreasing in the row (checked), so every block below the current row's block is complete.
@@ -240,8 +240,10 @@ TableFileHeader write_core(const std::string& path, const MemoryLayout& layout, 
 
 std::string quantization_name(TableQuantization q) {
   switch (q) {
-    case TableQuantization::kNf4: return "nf4";
-    case TableQuantization::kMxfp8: return "mxfp8";
+    case TableQuantization::kNf4:
+      return "nf4";
+    case TableQuantization::kMxfp8:
+      return "mxfp8";
   }
   return str("unknown(", static_cast<uint32_t>(q), ")");
 }
@@ -312,8 +314,9 @@ std::vector<std::pair<std::string, std::string>> table_identity(const MemoryLayo
   kv.push_back({"num_blocks", std::to_string(table_placement(layout, q).num_blocks())});
   kv.push_back({"quantization", quantization_name(q)});
   if (q == TableQuantization::kMxfp8)
-    kv.push_back({"mxfp8_block", "32 values: E8M0 scale byte 2^(floor(log2 absmax) - 8) + 32 E4M3 code bytes "
-                                 "(OCP MX v1.0, round to nearest even, saturating)"});
+    kv.push_back({"mxfp8_block",
+                  "32 values: E8M0 scale byte 2^(floor(log2 absmax) - 8) + 32 E4M3 code bytes "
+                  "(OCP MX v1.0, round to nearest even, saturating)"});
   else
     kv.push_back({"nf4_group", "64 values: fp16 absmax (rounded up) + 32 code bytes, even element in the high nibble"});
   return kv;
@@ -446,10 +449,13 @@ TableFileHeader TableFileReader::read_header(const std::string& path) {
   h.identity_hash = get64(b + kOffIdentityHash);
   h.checksums_hash = get64(b + kOffChecksumsHash);
   // Internal consistency of the fixed fields (the header hash passed: these only fail for a foreign writer).
-  if (h.block_bytes != kBlock) bad_file(path, str("block size ", h.block_bytes, " at byte offset ", kOffBlockBytes, ", expected 4096"));
-  if (h.row_bytes != static_cast<uint64_t>(quantized_row_bytes(h.quantization, static_cast<int64_t>(h.width))) || h.params != h.rows * h.width ||
-      h.identity_offset != kBlock || h.checksum_offset != kBlock * (1 + ceil_blocks(h.identity_bytes)) ||
-      h.header_blocks != 1 + ceil_blocks(h.identity_bytes) + ceil_blocks(8 * h.data_blocks) || h.data_blocks > (1ULL << 40))
+  if (h.block_bytes != kBlock)
+    bad_file(path, str("block size ", h.block_bytes, " at byte offset ", kOffBlockBytes, ", expected 4096"));
+  if (h.row_bytes != static_cast<uint64_t>(quantized_row_bytes(h.quantization, static_cast<int64_t>(h.width))) ||
+      h.params != h.rows * h.width || h.identity_offset != kBlock ||
+      h.checksum_offset != kBlock * (1 + ceil_blocks(h.identity_bytes)) ||
+      h.header_blocks != 1 + ceil_blocks(h.identity_bytes) + ceil_blocks(8 * h.data_blocks) ||
+      h.data_blocks > (1ULL << 40))
     bad_file(path, "inconsistent header fields in bytes [0, 120) (not written by this format's writer)");
   if (size != h.file_bytes()) {
     if (size < h.file_bytes()) {
@@ -460,8 +466,8 @@ TableFileHeader TableFileReader::read_header(const std::string& path) {
                                                       h.data_offset() + first_missing * kBlock, " is incomplete"),
                          ")"));
     }
-    bad_file(path, str("has ", size, " bytes, more than the ", h.file_bytes(), " its header describes (trailing data at byte offset ",
-                       h.file_bytes(), ")"));
+    bad_file(path, str("has ", size, " bytes, more than the ", h.file_bytes(),
+                       " its header describes (trailing data at byte offset ", h.file_bytes(), ")"));
   }
   h.identity.resize(h.identity_bytes);
   if (!pread_all(fd, h.identity.data(), h.identity_bytes, h.identity_offset, path))
@@ -469,8 +475,9 @@ TableFileHeader TableFileReader::read_header(const std::string& path) {
   if (data::xxh64(h.identity) != h.identity_hash)
     bad_file(path, str("identity checksum mismatch at byte offset ", h.identity_offset, " (corrupted)"));
   if (const std::string q = h.identity_value("quantization"); q != quantization_name(h.quantization))
-    bad_file(path, str("the identity at byte offset ", h.identity_offset, " says quantization=", q, ", the header (version ",
-                       h.version, ") ", quantization_name(h.quantization), " (not written by this format's writer)"));
+    bad_file(path,
+             str("the identity at byte offset ", h.identity_offset, " says quantization=", q, ", the header (version ",
+                 h.version, ") ", quantization_name(h.quantization), " (not written by this format's writer)"));
   h.checksums.resize(h.data_blocks);
   if (!pread_all(fd, h.checksums.data(), 8 * h.data_blocks, h.checksum_offset, path))
     bad_file(path, str("truncated checksum table at byte offset ", h.checksum_offset));
@@ -486,7 +493,8 @@ TableFileReader TableFileReader::open(const std::string& path, const MemoryLayou
   r.h_ = read_header(path);
   if (expect && *expect != r.h_.quantization)
     bad_file(path, str("quantization is ", quantization_name(r.h_.quantization),
-                       r.h_.version >= 2 ? str(" (header byte offset ", kOffQuantization, ")") : std::string(" (a version 1 file)"),
+                       r.h_.version >= 2 ? str(" (header byte offset ", kOffQuantization, ")")
+                                         : std::string(" (a version 1 file)"),
                        ", expected ", quantization_name(*expect)));
   r.place_ = table_placement(layout, r.h_.quantization);
   // Identity: every non-info key must be present with the same value, and no other non-info key.
@@ -499,12 +507,14 @@ TableFileReader TableFileReader::open(const std::string& path, const MemoryLayou
     if (it == hv.end())
       bad_file(path, str("layout mismatch: identity key '", k, "' missing from the file (expected '", v, "')"));
     if (it->second != v)
-      bad_file(path, str("layout mismatch: identity key '", k, "' is '", it->second, "' in the file, '", v,
-                         "' for the requested layout (hint: the file was written for another layout, size or hash seed)"));
+      bad_file(path,
+               str("layout mismatch: identity key '", k, "' is '", it->second, "' in the file, '", v,
+                   "' for the requested layout (hint: the file was written for another layout, size or hash seed)"));
   }
   for (const auto& [k, v] : have)
     if (k.rfind("info.", 0) != 0 && std::none_of(want.begin(), want.end(), [&](const auto& p) { return p.first == k; }))
-      bad_file(path, str("layout mismatch: the file has identity key '", k, "' (='", v, "') the requested layout lacks"));
+      bad_file(path,
+               str("layout mismatch: the file has identity key '", k, "' (='", v, "') the requested layout lacks"));
   if (r.h_.rows != static_cast<uint64_t>(layout.rows()) || r.h_.width != static_cast<uint64_t>(layout.width()) ||
       r.h_.data_blocks != static_cast<uint64_t>(r.place_.num_blocks()))
     bad_file(path, str("layout mismatch: header has ", r.h_.rows, " rows x ", r.h_.width, " in ", r.h_.data_blocks,
@@ -537,7 +547,8 @@ void TableFileReader::read_block(int64_t b, uint8_t* out) const {
   if (b < 0 || static_cast<uint64_t>(b) >= h_.data_blocks)
     throw UserError(str("table file ", path_, ": block ", b, " outside its ", h_.data_blocks, " data blocks"));
   const uint64_t off = h_.data_offset() + static_cast<uint64_t>(b) * kBlock;
-  if (!pread_all(fd_, out, kBlock, off, path_)) bad_file(path_, str("truncated: data block ", b, " at byte offset ", off));
+  if (!pread_all(fd_, out, kBlock, off, path_))
+    bad_file(path_, str("truncated: data block ", b, " at byte offset ", off));
   if (data::xxh64_bytes(out, kBlock) != h_.checksums[static_cast<size_t>(b)])
     bad_file(path_, str("data block ", b, " at byte offset ", off, ": checksum mismatch (corrupted)"));
 }
@@ -553,7 +564,8 @@ void TableFileReader::verify_all(bool progress) const {
       bad_file(path_, str("truncated: data blocks from ", b0, " at byte offset ", off));
     for (uint64_t i = 0; i < n; ++i)
       if (data::xxh64_bytes(buf.data() + i * kBlock, kBlock) != h_.checksums[b0 + i])
-        bad_file(path_, str("data block ", b0 + i, " at byte offset ", off + i * kBlock, ": checksum mismatch (corrupted)"));
+        bad_file(path_,
+                 str("data block ", b0 + i, " at byte offset ", off + i * kBlock, ": checksum mismatch (corrupted)"));
     prog.update(static_cast<int64_t>(b0 + n));
   }
   prog.finish();
@@ -567,8 +579,7 @@ void TableFileReader::read_row(int64_t row, float* out) const {
   for (int64_t i = 0; i < loc.blocks; ++i) read_block(loc.block + i, buf.data() + i * kBlockBytes);
   if (h_.quantization == TableQuantization::kMxfp8)
     mxfp8::dequantize_row(buf.data() + loc.offset, static_cast<int64_t>(h_.width), out);
-  else
-    nf4::dequantize_row(buf.data() + loc.offset, static_cast<int64_t>(h_.width), out);
+  else nf4::dequantize_row(buf.data() + loc.offset, static_cast<int64_t>(h_.width), out);
 }
 
 }  // namespace pg

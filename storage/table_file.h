@@ -18,7 +18,8 @@ namespace pg {
 
 inline constexpr char kTableFileMagic[8] = {'P', 'G', 'N', 'F', '4', 'T', 'B', 'L'};
 // Version 1: NF4 rows, header bytes [104, 120) zero (every NF4 file is written as version 1, byte for byte as before
-// MXFP8 existed). Version 2: the u32 at byte offset 104 names the quantization (TableQuantization). A reader reads both.
+// MXFP8 existed). Version 2: the u32 at byte offset 104 names the quantization (TableQuantization). A reader reads
+// both.
 inline constexpr uint32_t kTableFileVersionNf4 = 1;
 inline constexpr uint32_t kTableFileVersion = 2;  // the newest version this build reads
 inline constexpr int64_t kTableHeaderFields = 128;  // bytes of fixed header fields at the start of block 0
@@ -61,7 +62,7 @@ struct TableFileHeader {
   uint64_t rows = 0, width = 0, row_bytes = 0, params = 0;
   uint64_t identity_offset = 0, identity_bytes = 0, checksum_offset = 0;
   uint64_t identity_hash = 0, checksums_hash = 0;
-  std::string identity;              // "key=value\n" lines
+  std::string identity;  // "key=value\n" lines
   std::vector<uint64_t> checksums;  // [data_blocks] xxh64 of each data block
   uint64_t data_offset() const { return header_blocks * static_cast<uint64_t>(block_bytes); }
   uint64_t file_bytes() const { return (header_blocks + data_blocks) * static_cast<uint64_t>(block_bytes); }

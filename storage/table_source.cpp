@@ -43,9 +43,9 @@ RowDecoder decoder_of(const TableFileHeader& h) {
 // The accesses of one fetch, as the simulator counts them: per position, the distinct blocks of its rows in head
 // order of first appearance. Also the unique rows of the whole fetch (sorted) and each entry's index among them.
 struct FetchPlan {
-  std::vector<uint32_t> accesses;   // block ids, position by position
+  std::vector<uint32_t> accesses;  // block ids, position by position
   std::vector<int64_t> unique_rows;  // sorted
-  std::vector<int32_t> entry_row;    // [a.n * heads]: index into unique_rows
+  std::vector<int32_t> entry_row;  // [a.n * heads]: index into unique_rows
   void build(const TablePlacement& place, const Addresses& a, bool blocks) {
     const int64_t E = a.n * a.heads;
     unique_rows.assign(a.rows.begin(), a.rows.begin() + E);
@@ -54,7 +54,8 @@ struct FetchPlan {
     entry_row.resize(static_cast<size_t>(E));
     for (int64_t e = 0; e < E; ++e)
       entry_row[static_cast<size_t>(e)] = static_cast<int32_t>(
-          std::lower_bound(unique_rows.begin(), unique_rows.end(), a.rows[static_cast<size_t>(e)]) - unique_rows.begin());
+          std::lower_bound(unique_rows.begin(), unique_rows.end(), a.rows[static_cast<size_t>(e)]) -
+          unique_rows.begin());
     accesses.clear();
     if (!blocks) return;
     for (int64_t i = 0; i < a.n; ++i) {
@@ -110,7 +111,8 @@ class MmapSource final : public TableSource {
     void* p = ::mmap(nullptr, bytes_, PROT_READ, MAP_SHARED, fd, 0);
     const int err = errno;
     ::close(fd);
-    if (p == MAP_FAILED) throw IoError(str("table file ", path, ": mmap of ", bytes_, " bytes failed: ", std::strerror(err)));
+    if (p == MAP_FAILED)
+      throw IoError(str("table file ", path, ": mmap of ", bytes_, " bytes failed: ", std::strerror(err)));
     base_ = static_cast<const uint8_t*>(p);
     data_ = base_ + h_.data_offset();
     verified_.assign(h_.data_blocks, 0);
@@ -132,7 +134,8 @@ class MmapSource final : public TableSource {
   }
   ~MmapSource() override { ::munmap(const_cast<uint8_t*>(base_), bytes_); }
   std::string describe() const override {
-    return str("mmap ", path_, " (", quantization_name(h_.quantization), ")", warm_ ? str(" (warmed in ", warm_seconds_, " s)") : std::string(" (cold, page faults)"));
+    return str("mmap ", path_, " (", quantization_name(h_.quantization), ")",
+               warm_ ? str(" (warmed in ", warm_seconds_, " s)") : std::string(" (cold, page faults)"));
   }
   void fetch(const Addresses& a, float* out) override {
     const int64_t W = layout_.width();
@@ -249,9 +252,13 @@ struct AlignedBuffer {
 class DirectSource final : public TableSource {
  public:
   DirectSource(const std::string& path, const MemoryLayout& layout, int64_t cache_bytes, int depth)
-      : path_(path), layout_(layout), depth_(depth), lru_(cache_bytes / kBlock),
+      : path_(path),
+        layout_(layout),
+        depth_(depth),
+        lru_(cache_bytes / kBlock),
         cache_(static_cast<size_t>(cache_bytes / kBlock * kBlock)) {
-    if (depth < 1 || depth > 4096) throw UserError(str("table source direct: reads in flight must be in [1, 4096], got ", depth));
+    if (depth < 1 || depth > 4096)
+      throw UserError(str("table source direct: reads in flight must be in [1, 4096], got ", depth));
     TableFileReader r = TableFileReader::open(path, layout);
     h_ = r.header();
     decode_ = decoder_of(h_);
@@ -288,8 +295,9 @@ class DirectSource final : public TableSource {
 #else
     if (want == "uring") {
       ::close(fd_);
-      throw UserError("table source direct: this build has no io_uring (hint: install liburing-dev and re-run cmake, "
-                      "or PAGEGRAM_DIRECT_IO=auto for pread)");
+      throw UserError(
+          "table source direct: this build has no io_uring (hint: install liburing-dev and re-run cmake, "
+          "or PAGEGRAM_DIRECT_IO=auto for pread)");
     }
     no_uring_ = "this build has no io_uring";
 #endif
@@ -302,8 +310,9 @@ class DirectSource final : public TableSource {
   }
   std::string describe() const override {
     return str("direct ", path_, " (", quantization_name(h_.quantization), ", O_DIRECT, ",
-               uring_ ? str("io_uring depth ", depth_) : str("pread, one read at a time (", no_uring_, ")"), ", LRU cache ",
-               lru_.capacity() == 0 ? std::string("none") : format_bytes(lru_.capacity() * kBlock), ")");
+               uring_ ? str("io_uring depth ", depth_) : str("pread, one read at a time (", no_uring_, ")"),
+               ", LRU cache ", lru_.capacity() == 0 ? std::string("none") : format_bytes(lru_.capacity() * kBlock),
+               ")");
   }
 
   void fetch(const Addresses& a, float* out) override {
@@ -459,7 +468,7 @@ class DirectSource final : public TableSource {
   TablePlacement place_;
   RowDecoder decode_ = nullptr;
   int fd_ = -1;
-  bool uring_ = false;    // reads through ring_; else pread
+  bool uring_ = false;  // reads through ring_; else pread
   std::string no_uring_;  // why not (describe())
 #ifdef PG_HAVE_URING
   io_uring ring_{};
@@ -485,7 +494,8 @@ std::unique_ptr<TableSource> mmap_table_source(const std::string& path, const Me
 }
 std::unique_ptr<TableSource> direct_table_source(const std::string& path, const MemoryLayout& layout,
                                                  int64_t cache_bytes, int depth) {
-  if (cache_bytes < 0) throw UserError(str("table source direct: cache of ", cache_bytes, " bytes (hint: 0 = no cache)"));
+  if (cache_bytes < 0)
+    throw UserError(str("table source direct: cache of ", cache_bytes, " bytes (hint: 0 = no cache)"));
   return std::make_unique<DirectSource>(path, layout, cache_bytes, depth);
 }
 

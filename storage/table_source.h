@@ -10,8 +10,8 @@
 //           no liburing, or with PAGEGRAM_DIRECT_IO=pread, the same blocks are read by blocking pread one at a
 //           time (describe() says which and why); PAGEGRAM_DIRECT_IO=uring makes a missing io_uring an error.
 //
-// Reads are accounted as the flash simulator counts them (storage/flash_sim.h, docs/model.md §7): each position's rows map
-// to 4 KiB blocks (MemoryLayout::block_of; a unit spanning several blocks contributes all), duplicates within a
+// Reads are accounted as the flash simulator counts them (storage/flash_sim.h, docs/model.md §7): each position's rows
+// map to 4 KiB blocks (MemoryLayout::block_of; a unit spanning several blocks contributes all), duplicates within a
 // position dropped, in head order of first appearance; these accesses run through the LRU in order. Blocks needed
 // twice within one fetch (several positions of a prefill, several sessions of a batch) are read once. A corrupt
 // block is an IoError naming the file, block and byte offset; never garbage rows.
@@ -29,15 +29,19 @@
 namespace pg {
 
 struct TableReadStats {
-  int64_t positions = 0;        // token positions looked up
-  int64_t rows = 0;             // unique rows returned
-  int64_t block_accesses = 0;   // distinct blocks per position, summed (the simulator's accesses)
-  int64_t device_reads = 0;     // 4 KiB blocks read from the device (misses; 0 for ram, blocks first touched for mmap)
-  int64_t device_bytes = 0;     // bytes the device read for the fetches: direct = device_reads x 4 KiB; mmap = the
-                                // fetching thread's read_bytes (page faults and kernel readahead), -1 if unknown
-  double io_seconds = 0.0;      // wall time spent reading (waiting for the device, or faulting pages in)
-  double reads_per_position() const { return positions ? static_cast<double>(device_reads) / static_cast<double>(positions) : 0; }
-  double bytes_per_position() const { return positions ? static_cast<double>(device_bytes) / static_cast<double>(positions) : 0; }
+  int64_t positions = 0;  // token positions looked up
+  int64_t rows = 0;  // unique rows returned
+  int64_t block_accesses = 0;  // distinct blocks per position, summed (the simulator's accesses)
+  int64_t device_reads = 0;  // 4 KiB blocks read from the device (misses; 0 for ram, blocks first touched for mmap)
+  int64_t device_bytes = 0;  // bytes the device read for the fetches: direct = device_reads x 4 KiB; mmap = the
+                             // fetching thread's read_bytes (page faults and kernel readahead), -1 if unknown
+  double io_seconds = 0.0;  // wall time spent reading (waiting for the device, or faulting pages in)
+  double reads_per_position() const {
+    return positions ? static_cast<double>(device_reads) / static_cast<double>(positions) : 0;
+  }
+  double bytes_per_position() const {
+    return positions ? static_cast<double>(device_bytes) / static_cast<double>(positions) : 0;
+  }
 };
 
 class TableSource {

@@ -31,7 +31,8 @@ namespace {
 std::string record_field(const std::string& text, const std::string& key, const std::string& path) {
   const std::string k = "\"" + key + "\": ";
   const size_t at = text.find(k);
-  if (at == std::string::npos) throw IoError(str(path, ": run record has no '", key, "' (hint: experiments/RECORDS.md)"));
+  if (at == std::string::npos)
+    throw IoError(str(path, ": run record has no '", key, "' (hint: experiments/RECORDS.md)"));
   const size_t b = at + k.size();
   const size_t e = text.find_first_of(",}\n", b);
   return text.substr(b, e == std::string::npos ? std::string::npos : e - b);
@@ -53,7 +54,8 @@ namespace {
 // done and a finite held-out loss. Anything else is one IoError naming the record (never a silently "finished" run).
 void validate_record(const std::string& path, const std::string& text, const SweepRun& run) {
   auto bad = [&](const std::string& what) {
-    return IoError(str(path, ": run record ", what, " (hint: restore it from git, or delete it to train the run again; ",
+    return IoError(str(path, ": run record ", what,
+                       " (hint: restore it from git, or delete it to train the run again; ",
                        "format: experiments/RECORDS.md)"));
   };
   YAML::Node r;
@@ -69,7 +71,8 @@ void validate_record(const std::string& path, const std::string& text, const Swe
   };
   if (field("format") != "pagegram-run-record") throw bad(str("format is '", field("format"), "'"));
   if (field("name") != run.name) throw bad(str("is of run '", field("name"), "', not '", run.name, "'"));
-  if (field("config_hash") != run.hash) throw bad(str("has config_hash ", field("config_hash"), ", the run ", run.hash));
+  if (field("config_hash") != run.hash)
+    throw bad(str("has config_hash ", field("config_hash"), ", the run ", run.hash));
   std::string own;
   try {
     own = config_hash(parse_experiment(field("config"), path + ":config"));
@@ -235,12 +238,12 @@ std::string run_record_json(const SweepSpec& spec, const SweepRun& run) {
     j << (a ? ", " : "") << json_escape(run.grid[a].first) << ": " << json_escape(run.grid[a].second);
   j << "}, \"config_hash\": " << json_escape(run.hash) << ",\n";
   j << "  \"status\": " << json_escape(status) << ", \"revision\": " << json_escape(attr("revision"))
-    << ", \"kernels\": " << json_escape(attr("kernels"))
-    << ", \"revisions\": " << json_escape(attr("revisions")) << ",\n  \"cpu\": " << json_escape(attr("cpu"))
-    << ", \"host\": " << json_escape(attr("host")) << ", \"threads\": "
-    << (r.has_attr("threads") ? r.attr_int("threads") : 0) << ", \"data\": " << json_escape(attr("data")) << ",\n";
-  j << "  \"compiler_flags\": " << json_escape(attr("compiler_flags")) << ", \"started\": " << json_escape(attr("started"))
-    << ", \"updated\": " << json_escape(attr("updated")) << ",\n";
+    << ", \"kernels\": " << json_escape(attr("kernels")) << ", \"revisions\": " << json_escape(attr("revisions"))
+    << ",\n  \"cpu\": " << json_escape(attr("cpu")) << ", \"host\": " << json_escape(attr("host"))
+    << ", \"threads\": " << (r.has_attr("threads") ? r.attr_int("threads") : 0)
+    << ", \"data\": " << json_escape(attr("data")) << ",\n";
+  j << "  \"compiler_flags\": " << json_escape(attr("compiler_flags"))
+    << ", \"started\": " << json_escape(attr("started")) << ", \"updated\": " << json_escape(attr("updated")) << ",\n";
   j << "  \"steps\": " << (steps.empty() ? 0 : steps.back()) << ", \"total_steps\": " << run.config.train.total_steps()
     << ", \"tokens\": " << (tokens.empty() ? 0 : tokens.back()) << ",\n";
   j << "  \"train_seconds\": " << num(elapsed.empty() ? 0.0 : elapsed.back())
@@ -248,8 +251,9 @@ std::string run_record_json(const SweepSpec& spec, const SweepRun& run) {
   const auto ev_loss = series_d("eval", "loss");
   j << "  \"final\": {\"heldout_loss\": " << num(ev_loss.empty() ? NAN : ev_loss.back())
     << ", \"train_loss\": " << num(loss.empty() ? NAN : loss.back()) << "},\n";
-  j << "  \"eval\": {\"step\": " << json_array(series_i("eval", "step")) << ", \"tokens\": "
-    << json_array(series_i("eval", "tokens")) << ",\n           \"loss\": " << json_array(ev_loss) << "},\n";
+  j << "  \"eval\": {\"step\": " << json_array(series_i("eval", "step"))
+    << ", \"tokens\": " << json_array(series_i("eval", "tokens")) << ",\n           \"loss\": " << json_array(ev_loss)
+    << "},\n";
   j << "  \"train\": {\"step\": " << json_array(steps) << ",\n            \"loss\": " << json_array(loss) << "},\n";
   j << "  \"scalars_last\": {";
   if (r.has("scalars")) {
@@ -284,4 +288,3 @@ std::vector<std::string> write_sweep_records(const SweepSpec& spec, const std::v
 }
 
 }  // namespace pg
-

@@ -51,8 +51,9 @@ std::vector<std::string> prepare_sweep_data(const std::vector<SweepRun>& runs) {
   for (const auto& r : runs) {
     if (!seen.insert(cfg::dump(r.config.data) + "\n" + cfg::dump(r.config.tokenizer)).second) continue;
     const data::TokenizeSummary s = data::tokenize(r.config.data, r.config.tokenizer, r.dir + "/config.yaml");
-    lines.push_back(str(s.cache_hit ? "cached " : "built  ", s.store_dir, ": train ", s.train.tokens, " tokens, held-out ",
-                        s.heldout.tokens, " (tokenizer ", s.tokenizer.key, ", as run ", r.name, ")"));
+    lines.push_back(str(s.cache_hit ? "cached " : "built  ", s.store_dir, ": train ", s.train.tokens,
+                        " tokens, held-out ", s.heldout.tokens, " (tokenizer ", s.tokenizer.key, ", as run ", r.name,
+                        ")"));
   }
   return lines;
 }
@@ -66,10 +67,10 @@ volatile sig_atomic_t g_stop_signal = 0;
 extern "C" void on_stop_signal(int sig) { g_stop_signal = sig; }
 
 struct Child {
-  size_t run = 0;   // index into runs
+  size_t run = 0;  // index into runs
   pid_t pid = -1;
   int lock_fd = -1;
-  int slot = 0;     // CPU slice
+  int slot = 0;  // CPU slice
   Timer timer;
   int64_t start_step = 0, step = 0;
 };
@@ -173,13 +174,15 @@ std::string commit_record(const std::string& path, const std::string& message) {
   std::string out;
   for (int attempt = 0;; ++attempt) {
     int rc = run_captured({"git", "-C", dir, "add", "--", name}, out);
-    if (rc == 0) rc = run_captured({"git", "-C", dir, "commit", "-q", "--no-verify", "-m", message, "--only", "--", name}, out);
+    if (rc == 0)
+      rc = run_captured({"git", "-C", dir, "commit", "-q", "--no-verify", "-m", message, "--only", "--", name}, out);
     if (rc == 0) break;
     // Another git process (the researcher's own commit, a second runner) holds the index: wait and retry.
     const bool locked = out.find("index.lock") != std::string::npos;
     if (!locked || attempt >= 30)
-      throw IoError(str("git commit of ", path, " failed (exit ", rc, "): ", last_line(out),
-                        " (hint: run the sweep inside a git work tree with user.name/user.email set, or without --commit)"));
+      throw IoError(
+          str("git commit of ", path, " failed (exit ", rc, "): ", last_line(out),
+              " (hint: run the sweep inside a git work tree with user.name/user.email set, or without --commit)"));
     std::this_thread::sleep_for(std::chrono::seconds(2));
   }
   run_captured({"git", "-C", dir, "rev-parse", "--short", "HEAD"}, out);
@@ -249,11 +252,12 @@ CorpusBuildCheck check_corpus_build(const SweepSpec& spec, const std::vector<Swe
     return v.size() > 4 ? o + str(", ... (", v.size(), " in all)") : o;
   };
   if (!other.empty())
-    out.mismatch = str("sweep ", spec.name(), ": ", other.size(), " finished run", other.size() == 1 ? "" : "s", " (",
-                       names(other), ") trained on another corpus build than the one prepared here (theirs: '", their,
-                       "'; here: '", ours, "'): new runs would train on other windows than the runs they are compared ",
-                       "with (hint: finish the sweep where its runs were trained, or remove their records to rerun the ",
-                       "sweep here, or pass --allow-mixed-data)");
+    out.mismatch =
+        str("sweep ", spec.name(), ": ", other.size(), " finished run", other.size() == 1 ? "" : "s", " (",
+            names(other), ") trained on another corpus build than the one prepared here (theirs: '", their,
+            "'; here: '", ours, "'): new runs would train on other windows than the runs they are compared ",
+            "with (hint: finish the sweep where its runs were trained, or remove their records to rerun the ",
+            "sweep here, or pass --allow-mixed-data)");
   if (!unnamed.empty())
     out.note = str("note: ", unnamed.size(), " finished run", unnamed.size() == 1 ? "" : "s", " (", names(unnamed),
                    unnamed.size() == 1 ? ") names" : ") name",
@@ -310,13 +314,14 @@ Classified classify(const SweepSpec& spec, const SweepRunOptions& opt, bool writ
   const CorpusBuildCheck data = check_corpus_build(spec, runs, done, c.queue);
   c.data_mismatch = data.mismatch;
   const std::string& data_note = data.note;
-  c.header = str("sweep ", spec.name(), ": ", runs.size(), " runs, ", res.already_finished, " finished, ",
-                 c.queue.size(), " to run",
-                 res.not_selected ? str(" (", res.not_selected, " left out by --only)") : std::string(), ", ",
-                 c.parallel, " at a time x ", c.threads, " threads, in ",
-                 fs::absolute(spec.out_dir()).lexically_normal().string());
+  c.header =
+      str("sweep ", spec.name(), ": ", runs.size(), " runs, ", res.already_finished, " finished, ", c.queue.size(),
+          " to run", res.not_selected ? str(" (", res.not_selected, " left out by --only)") : std::string(), ", ",
+          c.parallel, " at a time x ", c.threads, " threads, in ",
+          fs::absolute(spec.out_dir()).lexically_normal().string());
   if (!data_note.empty()) c.header += "\n" + data_note;
-  if (!c.data_mismatch.empty() && opt.allow_mixed_data) c.header += "\nwarning (--allow-mixed-data): " + c.data_mismatch;
+  if (!c.data_mismatch.empty() && opt.allow_mixed_data)
+    c.header += "\nwarning (--allow-mixed-data): " + c.data_mismatch;
   return c;
 }
 
@@ -331,7 +336,7 @@ SweepPlan plan_sweep(const SweepSpec& spec, const SweepRunOptions& opt) {
     SweepPlanRow row;
     row.name = c.runs[i].name;
     row.hash = c.runs[i].hash;
-    row.action = s.state == RunState::kFinished ? "skip (finished)"
+    row.action = s.state == RunState::kFinished   ? "skip (finished)"
                  : s.state == RunState::kDiverged ? str("skip (diverged at step ", s.step, ")")
                  : !c.selected[i]                 ? std::string("skip (not selected)")
                  : s.state == RunState::kRunning  ? str("running (step ", s.step, ")")
@@ -341,11 +346,12 @@ SweepPlan plan_sweep(const SweepSpec& spec, const SweepRunOptions& opt) {
       row.sets += x.find_first_of(" \"'$*?") == std::string::npos ? " --set " + x : " --set '" + x + "'";
     plan.rows.push_back(std::move(row));
   }
-  plan.footer = str(c.runs.size(), " runs (", spec.f.seeds.size(), " seeds x ", spec.variants.size(), " variants",
-                    spec.grid.empty() ? std::string() : str(" x grid"), ", at most 100000); base ", spec.base_path(),
-                    "; binary ", c.binary, "; threads per run ", c.threads, " (", c.cores, " cores / parallel ",
-                    c.parallel, ")");
-  if (!c.data_mismatch.empty() && !opt.allow_mixed_data) plan.footer += "\n`sweep run` would refuse: " + c.data_mismatch;
+  plan.footer =
+      str(c.runs.size(), " runs (", spec.f.seeds.size(), " seeds x ", spec.variants.size(), " variants",
+          spec.grid.empty() ? std::string() : str(" x grid"), ", at most 100000); base ", spec.base_path(), "; binary ",
+          c.binary, "; threads per run ", c.threads, " (", c.cores, " cores / parallel ", c.parallel, ")");
+  if (!c.data_mismatch.empty() && !opt.allow_mixed_data)
+    plan.footer += "\n`sweep run` would refuse: " + c.data_mismatch;
   return plan;
 }
 
@@ -364,11 +370,13 @@ SweepRunResult run_sweep(const SweepSpec& spec, const SweepRunOptions& opt, cons
   };
   emit(SweepEvent::kHeader, "", c.header);
   for (const auto& n : res.diverged)
-    emit(SweepEvent::kSkipped, n, str("skip ", n, ": diverged (a result, not retried; delete its directory to run it again)"));
+    emit(SweepEvent::kSkipped, n,
+         str("skip ", n, ": diverged (a result, not retried; delete its directory to run it again)"));
   write_sweep_manifest(spec, runs);
 
   // Stop cleanly on SIGINT/SIGTERM: children are stopped and resume from their checkpoints next time.
-  struct sigaction sa {}, old_int {}, old_term {};
+  struct sigaction sa {
+  }, old_int{}, old_term{};
   sa.sa_handler = on_stop_signal;
   sigemptyset(&sa.sa_mask);
   g_stop_signal = 0;
@@ -447,11 +455,13 @@ SweepRunResult run_sweep(const SweepSpec& spec, const SweepRunOptions& opt, cons
       for (int64_t t = 0; t < threads; ++t)
         mine.push_back(cpus[static_cast<size_t>((c.slot * threads + t) % static_cast<int64_t>(cpus.size()))]);
       c.start_step = c.step = std::max<int64_t>(0, initial[i].checkpoint_step);
-      c.pid = spawn(binary, {"train", "--config", r.dir + "/config.yaml", "--resume", "--set", str("train.threads=", threads)},
+      c.pid = spawn(binary,
+                    {"train", "--config", r.dir + "/config.yaml", "--resume", "--set", str("train.threads=", threads)},
                     r.dir + "/train.out", mine);
       ++res.launched;
-      emit(SweepEvent::kStart, r.name, str("start ", r.name, c.start_step > 0 ? str(" (resuming at step ", c.start_step, ")") : std::string(),
-              " -> ", r.dir, "/train.out"));
+      emit(SweepEvent::kStart, r.name,
+           str("start ", r.name, c.start_step > 0 ? str(" (resuming at step ", c.start_step, ")") : std::string(),
+               " -> ", r.dir, "/train.out"));
       active.push_back(std::move(c));
     }
     if (active.empty()) break;
@@ -479,22 +489,29 @@ SweepRunResult run_sweep(const SweepSpec& spec, const SweepRunOptions& opt, cons
           done_rates.push_back(secs / (static_cast<double>(end_step - c.start_step) * tps(c.run)));
         const RunStatus s = run_status(r);
         const std::string rec = write_run_record(spec, r);
-        emit(SweepEvent::kDone, r.name, str("done  ", r.name, " in ", fmt_duration(secs), ": held-out loss ", s.final_loss, "; record ", rec,
-                opt.commit ? str("; ", commit_or_warn(rec, str(spec.name(), ": record of ", r.name, " (held-out ", s.final_loss, ")"))) : std::string()));
+        emit(SweepEvent::kDone, r.name,
+             str("done  ", r.name, " in ", fmt_duration(secs), ": held-out loss ", s.final_loss, "; record ", rec,
+                 opt.commit ? str("; ", commit_or_warn(rec, str(spec.name(), ": record of ", r.name, " (held-out ",
+                                                                s.final_loss, ")")))
+                            : std::string()));
       } else if (run_status(r).state == RunState::kDiverged) {
         res.diverged.push_back(r.name);
         const std::string rec = write_run_record(spec, r);
-        emit(SweepEvent::kDiverged, r.name, str("DIVERGED ", r.name, " at step ", end_step, " (kept as a result",
-                opt.commit ? str("; ", commit_or_warn(rec, str(spec.name(), ": record of ", r.name, " (diverged)"))) : std::string(),
-                "; last lines of its train.out:)\n", tail_lines(r.dir + "/train.out", 3)));
+        emit(SweepEvent::kDiverged, r.name,
+             str("DIVERGED ", r.name, " at step ", end_step, " (kept as a result",
+                 opt.commit ? str("; ", commit_or_warn(rec, str(spec.name(), ": record of ", r.name, " (diverged)")))
+                            : std::string(),
+                 "; last lines of its train.out:)\n", tail_lines(r.dir + "/train.out", 3)));
       } else {
         std::string why = !ok ? (WIFSIGNALED(wstatus) ? str("killed by signal ", WTERMSIG(wstatus))
                                                       : str("exit code ", WEXITSTATUS(wstatus)))
                               : std::string("exited 0 but log.h5 does not say finished");
         res.failed.push_back(r.name);
         write_text_atomic(r.dir + "/failed.txt", str(why, " at step ", end_step, " (", iso_time_now(), ")\n"));
-        emit(SweepEvent::kFailed, r.name, str("FAILED ", r.name, ": ", why, "; last lines of ", r.dir, "/train.out:\n",
-                tail_lines(r.dir + "/train.out", 12), "    (the sweep goes on; `pagegram sweep run` again retries it)"));
+        emit(SweepEvent::kFailed, r.name,
+             str("FAILED ", r.name, ": ", why, "; last lines of ", r.dir, "/train.out:\n",
+                 tail_lines(r.dir + "/train.out", 12),
+                 "    (the sweep goes on; `pagegram sweep run` again retries it)"));
       }
       ::close(c.lock_fd);
       slot_used[static_cast<size_t>(c.slot)] = false;
@@ -513,20 +530,20 @@ SweepRunResult run_sweep(const SweepSpec& spec, const SweepRunOptions& opt, cons
       ::waitpid(c.pid, nullptr, 0);
       ::close(c.lock_fd);
     }
-    emit(SweepEvent::kInterrupted, "", str("interrupted: stopped ", active.size(), " run(s); `pagegram sweep run` again resumes them from their ",
-            "last checkpoints"));
+    emit(SweepEvent::kInterrupted, "",
+         str("interrupted: stopped ", active.size(), " run(s); `pagegram sweep run` again resumes them from their ",
+             "last checkpoints"));
   } else if (g_stop_signal) {
     res.interrupted = true;
   }
   sigaction(SIGINT, &old_int, nullptr);
   sigaction(SIGTERM, &old_term, nullptr);
-  emit(SweepEvent::kSummary, "", str("sweep ", spec.name(), ": ", res.already_finished + res.finished, "/", res.total, " finished (",
-          res.finished, " this time), ", res.failed.size(), " failed",
-          res.diverged.empty() ? std::string() : str(", ", res.diverged.size(), " diverged"),
-          res.locked.empty() ? std::string()
-          : str(", ", res.locked.size(), " held by another runner")));
+  emit(SweepEvent::kSummary, "",
+       str("sweep ", spec.name(), ": ", res.already_finished + res.finished, "/", res.total, " finished (",
+           res.finished, " this time), ", res.failed.size(), " failed",
+           res.diverged.empty() ? std::string() : str(", ", res.diverged.size(), " diverged"),
+           res.locked.empty() ? std::string() : str(", ", res.locked.size(), " held by another runner")));
   return res;
 }
-
 
 }  // namespace pg

@@ -12,11 +12,11 @@
 namespace pg {
 
 struct SweepRunOptions {
-  int64_t parallel = 0;      // 0: the sweep file's
-  int64_t cores = 0;         // 0: CPUs this process may use
-  std::string binary;        // pagegram executable for the child runs; empty: /proc/self/exe
+  int64_t parallel = 0;  // 0: the sweep file's
+  int64_t cores = 0;  // 0: CPUs this process may use
+  std::string binary;  // pagegram executable for the child runs; empty: /proc/self/exe
   std::vector<std::string> only;  // shell patterns (fnmatch) on run names: run only the matching ones; empty: all
-  bool commit = false;        // git-commit each record as its run finishes (commit_record)
+  bool commit = false;  // git-commit each record as its run finishes (commit_record)
   bool allow_mixed_data = false;  // run even when the sweep's finished runs trained on another corpus build
   double poll_seconds = 1.0;
   double progress_seconds = 60.0;  // a kProgress event at most this often (0: after every poll, for a terminal)
@@ -25,15 +25,15 @@ struct SweepRunOptions {
 // One step of the runner, for the caller to show. `text` is the finished line (no trailing newline).
 struct SweepEvent {
   enum Kind {
-    kHeader,       // the plan's header line, before anything runs
-    kSkipped,      // a diverged run not retried, or a run another runner holds
-    kStart,        // a child was started
-    kDone,         // a run finished (its record written)
-    kDiverged,     // a run diverged (a result, recorded; not retried)
-    kFailed,       // a run exited non-zero or unfinished (failed.txt written; the sweep goes on)
-    kProgress,     // done/total, the running runs' steps and an ETA
+    kHeader,  // the plan's header line, before anything runs
+    kSkipped,  // a diverged run not retried, or a run another runner holds
+    kStart,  // a child was started
+    kDone,  // a run finished (its record written)
+    kDiverged,  // a run diverged (a result, recorded; not retried)
+    kFailed,  // a run exited non-zero or unfinished (failed.txt written; the sweep goes on)
+    kProgress,  // done/total, the running runs' steps and an ETA
     kInterrupted,  // SIGINT/SIGTERM stopped the running children
-    kSummary,      // the last event: finished / failed / diverged counts
+    kSummary,  // the last event: finished / failed / diverged counts
   };
   Kind kind;
   std::string run;  // the run's name (events about one run)
@@ -45,7 +45,7 @@ using SweepEventFn = std::function<void(const SweepEvent&)>;
 struct SweepPlanRow {
   std::string name, hash;
   std::string action;  // "skip (finished)", "resume at step 12/40", "run 40 steps", ...
-  std::string sets;    // the run's overrides as ` --set k=v` arguments (quoted where a shell needs it)
+  std::string sets;  // the run's overrides as ` --set k=v` arguments (quoted where a shell needs it)
 };
 struct SweepPlan {
   std::string header;  // "sweep NAME: N runs, F finished, Q to run, P at a time x T threads, in DIR"
@@ -55,10 +55,10 @@ struct SweepPlan {
 
 struct SweepRunResult {
   int64_t total = 0, already_finished = 0, launched = 0, finished = 0;
-  int64_t not_selected = 0;               // unfinished runs left out by `only`
-  std::vector<std::string> failed;        // names of runs that exited non-zero (or ended unfinished)
-  std::vector<std::string> diverged;      // runs whose log says diverged: a result, skipped (not retried)
-  std::vector<std::string> locked;        // runs another runner holds
+  int64_t not_selected = 0;  // unfinished runs left out by `only`
+  std::vector<std::string> failed;  // names of runs that exited non-zero (or ended unfinished)
+  std::vector<std::string> diverged;  // runs whose log says diverged: a result, skipped (not retried)
+  std::vector<std::string> locked;  // runs another runner holds
   bool interrupted = false;
 };
 

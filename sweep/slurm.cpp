@@ -68,7 +68,8 @@ std::string slurm_script(const SweepSpec& spec, const std::vector<size_t>& tasks
   s << "  echo \"$RUN: flock $RUN/.lock failed (exit $rc): the run directories need a file system with locks\" >&2\n";
   s << "  exit $rc\n";
   s << "}\n";
-  s << "# A task that fails (or is cancelled) leaves $RUN/failed.txt, shown by `pagegram sweep status`; the run's own\n";
+  s << "# A task that fails (or is cancelled) leaves $RUN/failed.txt, shown by `pagegram sweep status`; the run's "
+       "own\n";
   s << "# output is in $RUN/train.out.\n";
   s << "trap 'rc=$?; if [ $rc -ne 0 ]; then echo \"exit code $rc in Slurm task ${SLURM_ARRAY_JOB_ID:-?}_"
        "$SLURM_ARRAY_TASK_ID on $(hostname) at $(date -u +%FT%TZ)\" > \"$RUN/failed.txt\"; fi' EXIT\n";
@@ -126,10 +127,10 @@ SlurmPlan write_slurm(const SweepSpec& spec, const std::vector<SweepRun>& runs, 
     else {
       write_run_config(r);
       plan.tasks.push_back(i);
-      std::string why = st.state == RunState::kPartial ? "partial"
-                        : st.state != RunState::kFailed  ? "pending"
-                        : st.note.empty()                ? "failed"
-                                                         : "failed: " + st.note;
+      std::string why = st.state == RunState::kPartial  ? "partial"
+                        : st.state != RunState::kFailed ? "pending"
+                        : st.note.empty()               ? "failed"
+                                                        : "failed: " + st.note;
       if (st.checkpoint_step > 0)
         why += str("; resumes from its checkpoint at step ", st.checkpoint_step, "/", st.total_steps);
       plan.why.push_back(why);

@@ -11,13 +11,13 @@
 namespace pg {
 
 struct SlurmOptions {
-  std::string script;          // output file of the job script
-  std::string partition;       // empty: the cluster's default
+  std::string script;  // output file of the job script
+  std::string partition;  // empty: the cluster's default
   std::string time = "24:00:00";
-  int64_t cpus = 2;            // --cpus-per-task = train.threads
-  std::string binary;          // pagegram on the cluster; empty: this executable
-  std::string mem;             // --mem (empty: not set)
-  bool missing = false;        // array tasks only for the runs not finished, diverged, recorded or running
+  int64_t cpus = 2;  // --cpus-per-task = train.threads
+  std::string binary;  // pagegram on the cluster; empty: this executable
+  std::string mem;  // --mem (empty: not set)
+  bool missing = false;  // array tasks only for the runs not finished, diverged, recorded or running
   bool allow_mixed_data = false;  // write the script even when done runs name another corpus build than here
 };
 
@@ -31,14 +31,14 @@ std::string slurm_script(const SweepSpec& spec, size_t n_runs, const std::string
 
 // What write_slurm did: the array's task ids and, with `missing`, the runs it left out and why.
 struct SlurmPlan {
-  std::vector<size_t> tasks;                  // indices into runs (= lines of runs.txt - 1)
-  std::vector<std::string> finished;          // finished (or recorded) runs left out
-  std::vector<std::string> diverged;          // diverged runs left out (divergence is deterministic: a result)
-  std::vector<std::string> running;           // runs held by a live task or runner, left out
-  std::vector<std::string> why;               // with `missing`, per task: "pending", "partial" or "failed: <its
-                                              // failed.txt>", and "; resumes from its checkpoint at step 12/40"
-  bool script_written = false;                // false when `missing` found nothing to submit
-  std::string data_note;                      // the corpus-build check's note or (allowed) warning; "" when none
+  std::vector<size_t> tasks;  // indices into runs (= lines of runs.txt - 1)
+  std::vector<std::string> finished;  // finished (or recorded) runs left out
+  std::vector<std::string> diverged;  // diverged runs left out (divergence is deterministic: a result)
+  std::vector<std::string> running;  // runs held by a live task or runner, left out
+  std::vector<std::string> why;  // with `missing`, per task: "pending", "partial" or "failed: <its
+                                 // failed.txt>", and "; resumes from its checkpoint at step 12/40"
+  bool script_written = false;  // false when `missing` found nothing to submit
+  std::string data_note;  // the corpus-build check's note or (allowed) warning; "" when none
 };
 // Writes every run's config.yaml, <out_dir>/runs.txt (absolute run dirs, one per line, always every run, so task i
 // is run i in every submission), the manifest and the script (not when `missing` leaves no task). Like `sweep run`,

@@ -85,7 +85,8 @@ void check_config_key(const std::string& where, const std::string& origin, const
       {"train.threads", "the runner sets train.threads = cores / parallel; set the sweep's 'parallel'"},
   };
   if (auto it = owned.find(key); it != owned.end())
-    throw ConfigError(str(where, ": key '", origin, ".", key, "': the sweep owns this config key (hint: ", it->second, ")"));
+    throw ConfigError(
+        str(where, ": key '", origin, ".", key, "': the sweep owns this config key (hint: ", it->second, ")"));
   const auto& keys = config_keys();
   if (std::find(keys.begin(), keys.end(), key) != keys.end()) return;
   std::string near = cfg::closest(key, keys);
@@ -162,9 +163,11 @@ std::string SweepSpec::base_path() const {
 std::string SweepSpec::out_dir() const { return f.out_dir.empty() ? "runs/" + f.name : f.out_dir; }
 
 SweepSpec load_sweep(const std::string& path) {
-  if (!fs::exists(path)) throw IoError(str("sweep file not found: ", path, " (hint: sweeps live in experiments/*/sweep.yaml)"));
+  if (!fs::exists(path))
+    throw IoError(str("sweep file not found: ", path, " (hint: sweeps live in experiments/*/sweep.yaml)"));
   std::error_code ec;
-  if (!fs::is_regular_file(path, ec)) throw IoError(str("sweep file ", path, ": not a regular file (hint: experiments/*/sweep.yaml)"));
+  if (!fs::is_regular_file(path, ec))
+    throw IoError(str("sweep file ", path, ": not a regular file (hint: experiments/*/sweep.yaml)"));
   // The config loader's checks: one document, plain keys never twice, aliases expanded to a bounded node count.
   const YAML::Node root = cfg::parse_text(read_file_bounded(path, 1 << 20, "sweep file"), path);
   if (!root.IsMap()) throw ConfigError(str(path, ": expected a map of keys at the top level (name, base, seeds, ...)"));
@@ -191,7 +194,8 @@ SweepSpec load_sweep(const std::string& path) {
   }
   spec.f = cfg::from_yaml<SweepFields>(rest, path);
   if (!valid_name(spec.f.name))
-    throw ConfigError(str(path, ": key 'name': '", spec.f.name, "' is not a valid name (hint: letters, digits, _ . + -)"));
+    throw ConfigError(
+        str(path, ": key 'name': '", spec.f.name, "' is not a valid name (hint: letters, digits, _ . + -)"));
   if (spec.f.base.empty()) throw ConfigError(str(path, ": key 'base': missing (hint: base: ../../configs/small.yaml)"));
   if (spec.f.seeds.empty()) throw ConfigError(str(path, ": key 'seeds': missing or empty (hint: seeds: [0, 1, 2])"));
   {
@@ -237,7 +241,8 @@ SweepSpec load_sweep(const std::string& path) {
     for (auto it = vs.begin(); it != vs.end(); ++it) {
       const std::string var = it->first.as<std::string>();
       const std::string origin = "variant_seeds." + var;
-      if (std::none_of(spec.variants.begin(), spec.variants.end(), [&](const SweepVariant& v) { return v.name == var; }))
+      if (std::none_of(spec.variants.begin(), spec.variants.end(),
+                       [&](const SweepVariant& v) { return v.name == var; }))
         throw ConfigError(str(path, ": key '", origin, "': no such variant (hint: name one of 'variants')"));
       const YAML::Node list = it->second;
       if (!list.IsSequence() || list.size() == 0)
@@ -248,10 +253,12 @@ SweepSpec load_sweep(const std::string& path) {
         try {
           s = e.as<int64_t>();
         } catch (const YAML::Exception&) {
-          throw ConfigError(str(path, ": key '", origin, "': '", e.Scalar(), "' is not a seed (hint: integers from 'seeds')"));
+          throw ConfigError(
+              str(path, ": key '", origin, "': '", e.Scalar(), "' is not a seed (hint: integers from 'seeds')"));
         }
         if (std::find(spec.f.seeds.begin(), spec.f.seeds.end(), s) == spec.f.seeds.end())
-          throw ConfigError(str(path, ": key '", origin, "': seed ", s, " is not in 'seeds' (hint: a subset of seeds)"));
+          throw ConfigError(
+              str(path, ": key '", origin, "': seed ", s, " is not in 'seeds' (hint: a subset of seeds)"));
         if (std::find(seeds.begin(), seeds.end(), s) != seeds.end())
           throw ConfigError(str(path, ": key '", origin, "': seed ", s, " is listed twice"));
         seeds.push_back(s);
@@ -353,13 +360,15 @@ std::vector<SweepRun> expand_sweep(const SweepSpec& spec) {
           std::string from;
           const std::string msg = e.what();
           for (const SweepOverride* o : origin)
-            if (msg.find("'" + o->key + "'") != std::string::npos) from = " (set by '" + o->origin + "." + o->key + "')";
+            if (msg.find("'" + o->key + "'") != std::string::npos)
+              from = " (set by '" + o->origin + "." + o->key + "')";
           for (const auto& [k, v] : r.grid)
             if (msg.find("'" + k + "'") != std::string::npos) from = " (set by 'grid." + k + "')";
           throw ConfigError(str(spec.path, ": run '", r.name, "'", from, ": ", msg));
         }
         if (spec.f.tokens > 0 && r.config.train.steps > 0)
-          throw ConfigError(str(spec.path, ": key 'tokens': run '", r.name, "' has train.steps = ", r.config.train.steps,
+          throw ConfigError(str(spec.path, ": key 'tokens': run '", r.name,
+                                "' has train.steps = ", r.config.train.steps,
                                 ", which overrides the token budget (hint: drop 'tokens' or set train.steps: 0)"));
         r.config.train.threads = 0;
         r.hash = config_hash(r.config);

@@ -16,7 +16,7 @@ namespace pg {
 // One `key=value` override of a config key (value as YAML text), with where it came from in the sweep file.
 struct SweepOverride {
   std::string key, value;  // e.g. "memory.layout", "pagegram"
-  std::string origin;      // sweep-file key path, e.g. "variants.flat"
+  std::string origin;  // sweep-file key path, e.g. "variants.flat"
   std::string assignment() const { return key + "=" + value; }
 };
 
@@ -26,18 +26,18 @@ struct SweepVariant {
 };
 
 struct SweepGridAxis {
-  std::string key;                  // config key, e.g. "memory.lr_mult"
-  std::string label;                // its name in run names: the last key component (the full key if ambiguous)
+  std::string key;  // config key, e.g. "memory.lr_mult"
+  std::string label;  // its name in run names: the last key component (the full key if ambiguous)
   std::vector<std::string> values;  // YAML texts, in file order
 };
 
 // The scalar fields of a sweep file; `set`, `variants` and `grid` are maps of config keys, parsed by hand.
 struct SweepFields {
   std::string name;
-  std::string base;     // experiment config, relative to the sweep file (or absolute)
+  std::string base;  // experiment config, relative to the sweep file (or absolute)
   std::string out_dir;  // default runs/<name>, relative to the working directory
   std::vector<int64_t> seeds;
-  int64_t tokens = 0;    // train.tokens for every run (0 = the base config's); variants and grid may override it
+  int64_t tokens = 0;  // train.tokens for every run (0 = the base config's); variants and grid may override it
   int64_t parallel = 1;  // runs at a time on one machine
   std::string description;
 
@@ -56,16 +56,16 @@ struct SweepFields {
 struct SweepSpec {
   std::string path;  // the sweep file
   SweepFields f;
-  std::vector<SweepOverride> set;     // applied to every run
+  std::vector<SweepOverride> set;  // applied to every run
   std::vector<SweepVariant> variants;  // at least one (an implicit "base" when the file has none)
-  std::vector<SweepGridAxis> grid;     // cartesian product, combined with every variant
+  std::vector<SweepGridAxis> grid;  // cartesian product, combined with every variant
   // `variant_seeds: {none: [0, 1]}`: a variant that runs on only some of `seeds` (each listed seed must be in
   // `seeds`); variants not named run on every seed.
   std::map<std::string, std::vector<int64_t>> variant_seeds;
 
   const std::string& name() const { return f.name; }
   std::string base_path() const;  // base resolved against the sweep file's directory
-  std::string out_dir() const;    // f.out_dir or runs/<name>
+  std::string out_dir() const;  // f.out_dir or runs/<name>
 };
 
 // Parses and checks a sweep file: unknown keys, bad values, unknown config keys in set/variants/grid and the
@@ -73,14 +73,14 @@ struct SweepSpec {
 SweepSpec load_sweep(const std::string& path);
 
 struct SweepRun {
-  std::string name;     // <variant>[-<label>=<value>...]-s<seed>
+  std::string name;  // <variant>[-<label>=<value>...]-s<seed>
   std::string variant;  // variant name
   int64_t seed = 0;
   std::vector<std::pair<std::string, std::string>> grid;  // (config key, value) of this run's grid point
-  std::vector<std::string> overrides;                     // tokens, set, variant, grid, train.seed: in order
+  std::vector<std::string> overrides;  // tokens, set, variant, grid, train.seed: in order
   ExperimentConfig config;  // resolved; train.out_dir = dir (absolute), train.threads = 0
-  std::string hash;         // config_hash(config)
-  std::string dir;          // <out_dir>/<name>-<hash>, absolute
+  std::string hash;  // config_hash(config)
+  std::string dir;  // <out_dir>/<name>-<hash>, absolute
 };
 
 // The resolved config as YAML, leaving out keys added after runs were recorded while they hold their default

@@ -33,12 +33,18 @@ bool run_dir_locked(const std::string& dir) {
 
 const char* run_state_name(RunState s) {
   switch (s) {
-    case RunState::kPending: return "pending";
-    case RunState::kPartial: return "partial";
-    case RunState::kRunning: return "running";
-    case RunState::kFinished: return "finished";
-    case RunState::kDiverged: return "diverged";
-    case RunState::kFailed: return "failed";
+    case RunState::kPending:
+      return "pending";
+    case RunState::kPartial:
+      return "partial";
+    case RunState::kRunning:
+      return "running";
+    case RunState::kFinished:
+      return "finished";
+    case RunState::kDiverged:
+      return "diverged";
+    case RunState::kFailed:
+      return "failed";
   }
   return "?";
 }
@@ -101,7 +107,8 @@ RunStatus run_status(const SweepRun& run) {
 void write_run_config(const SweepRun& run) {
   fs::create_directories(run.dir);
   write_text_atomic(run.dir + "/config.yaml",
-                    str("# run ", run.name, " (config hash ", run.hash, "), written by `pagegram sweep`\n",
+                    str(
+                        "# run ", run.name, " (config hash ", run.hash, "), written by `pagegram sweep`\n",
                         [&] {
                           YAML::Emitter e;
                           e << portable_yaml(run.config);
@@ -143,8 +150,7 @@ std::string sweep_status_table(const SweepSpec& spec, const std::vector<SweepRun
   std::vector<std::string> stale;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(fs::absolute(spec.out_dir()), ec))
-    if (e.is_directory() && !mine.count(e.path().filename().string()) &&
-        fs::exists(e.path() / "config.yaml"))
+    if (e.is_directory() && !mine.count(e.path().filename().string()) && fs::exists(e.path() / "config.yaml"))
       stale.push_back(e.path().filename().string());
   std::sort(stale.begin(), stale.end());
   if (!stale.empty()) {

@@ -14,12 +14,12 @@ const char* run_state_name(RunState s);
 
 struct RunStatus {
   RunState state = RunState::kPending;
-  int64_t step = 0;             // last logged optimizer step
-  int64_t total_steps = 0;      // of the resolved config
-  int64_t checkpoint_step = -1; // step of checkpoint.h5 (-1: none)
-  double final_loss = -1.0;     // last held-out loss in the log (-1: none)
-  double elapsed_s = 0.0;       // training wall time in the log
-  std::string note;             // failure reason (from <dir>/failed.txt)
+  int64_t step = 0;  // last logged optimizer step
+  int64_t total_steps = 0;  // of the resolved config
+  int64_t checkpoint_step = -1;  // step of checkpoint.h5 (-1: none)
+  double final_loss = -1.0;  // last held-out loss in the log (-1: none)
+  double elapsed_s = 0.0;  // training wall time in the log
+  std::string note;  // failure reason (from <dir>/failed.txt)
 };
 // Reads <dir>/log.h5 (atomically replaced by the trainer, so safe to read while it runs), checkpoint.h5's step,
 // failed.txt and the runner's lock (a run locked by a live runner is kRunning).

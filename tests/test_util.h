@@ -60,8 +60,12 @@ inline std::string slurp(const std::filesystem::path& p) {
 // The overrides that point configs/tiny.yaml at the fixture corpus (tests/fixtures/corpus) with its data cache in
 // `dir`/cache and a 1,024-piece tokenizer: the data every training test shares (tokenized once per cache).
 inline std::vector<std::string> tiny_fixture_sets(const std::filesystem::path& dir) {
-  return {"data.cache_dir=" + (dir / "cache").string(), "data.corpus=" PG_TEST_DATA "/corpus", "tokenizer.vocab_size=1024",
-          "model.vocab=1024", "tokenizer.input_sentence_size=4000", "data.val_tokens=2048"};
+  return {"data.cache_dir=" + (dir / "cache").string(),
+          "data.corpus=" PG_TEST_DATA "/corpus",
+          "tokenizer.vocab_size=1024",
+          "model.vocab=1024",
+          "tokenizer.input_sentence_size=4000",
+          "data.val_tokens=2048"};
 }
 
 // n floats drawn from N(0, 1) by mt19937(seed): the random matrices of the kernel and model tests.

@@ -25,8 +25,9 @@ void check_format(const h5::Group& r, const std::string& path) {
 void check_finite(std::span<const float> v, const std::string& path, const std::string& name) {
   for (size_t i = 0; i < v.size(); ++i)
     if (!std::isfinite(v[i]))
-      throw IoError(str(path, ":/", name, "[", i, "]: non-finite value ", v[i],
-                        " (hint: the checkpoint is corrupt or was saved from a diverged run; resume from an earlier one)"));
+      throw IoError(
+          str(path, ":/", name, "[", i, "]: non-finite value ", v[i],
+              " (hint: the checkpoint is corrupt or was saved from a diverged run; resume from an earlier one)"));
 }
 
 }  // namespace
@@ -107,11 +108,14 @@ TrainState load_checkpoint(const std::string& path, Transformer& model, AdamW* o
   const ExperimentConfig cfg = parse_experiment(r.attr_string("config"), path + ":/config");
   const int64_t total = cfg.train.total_steps();
   auto bad = [&](const char* attr, const std::string& v, const std::string& want) {
-    return IoError(str(path, ": attribute '", attr, "' = ", v, ", expected ", want, " (hint: the checkpoint is corrupt or edited)"));
+    return IoError(str(path, ": attribute '", attr, "' = ", v, ", expected ", want,
+                       " (hint: the checkpoint is corrupt or edited)"));
   };
-  if (st.step < 0 || st.step > total) throw bad("step", std::to_string(st.step), str("0..", total, " (train.steps of its config)"));
+  if (st.step < 0 || st.step > total)
+    throw bad("step", std::to_string(st.step), str("0..", total, " (train.steps of its config)"));
   if (st.tokens != st.step * cfg.train.tokens_per_step)
-    throw bad("tokens", std::to_string(st.tokens), str("step x train.tokens_per_step = ", st.step * cfg.train.tokens_per_step));
+    throw bad("tokens", std::to_string(st.tokens),
+              str("step x train.tokens_per_step = ", st.step * cfg.train.tokens_per_step));
   // The sampler draws one window start per window (rejection sampling redraws with probability < 2^-40 per window,
   // so a few draws of slack): a counter elsewhere would resume on other data.
   const int64_t windows = st.step * cfg.train.accum_steps(cfg.model.context) * cfg.train.micro_batch;

@@ -16,22 +16,21 @@ namespace pg {
 inline constexpr int64_t kCheckpointVersion = 1;
 
 struct TrainState {
-  int64_t step = 0;              // optimizer steps completed
-  int64_t tokens = 0;            // training tokens consumed
+  int64_t step = 0;  // optimizer steps completed
+  int64_t tokens = 0;  // training tokens consumed
   uint64_t sampler_counter = 0;  // data-order stream position
-  double elapsed_s = 0.0;        // training wall time so far
+  double elapsed_s = 0.0;  // training wall time so far
 };
 
 // Extra sections (the memory table) write into / read from their own group.
 using SectionWriter = std::function<void(const h5::Group&)>;
 using SectionReader = std::function<void(const h5::Group&)>;
 
-void save_checkpoint(const std::string& path, const ExperimentConfig& cfg, const Transformer& model,
-                     AdamW* opt, const TrainState& st, const SectionWriter& memory = {});
+void save_checkpoint(const std::string& path, const ExperimentConfig& cfg, const Transformer& model, AdamW* opt,
+                     const TrainState& st, const SectionWriter& memory = {});
 // The resolved config stored in a checkpoint (validated).
 ExperimentConfig checkpoint_config(const std::string& path);
 // Loads parameters (and moments when opt is given) into objects built for `cfg`; shapes must match.
-TrainState load_checkpoint(const std::string& path, Transformer& model, AdamW* opt,
-                           const SectionReader& memory = {});
+TrainState load_checkpoint(const std::string& path, Transformer& model, AdamW* opt, const SectionReader& memory = {});
 
 }  // namespace pg

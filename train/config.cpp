@@ -10,9 +10,7 @@
 
 namespace pg {
 
-int64_t TrainConfig::accum_steps(int64_t context) const {
-  return tokens_per_step / (micro_batch * context);
-}
+int64_t TrainConfig::accum_steps(int64_t context) const { return tokens_per_step / (micro_batch * context); }
 int64_t TrainConfig::total_steps() const {
   if (steps > 0) return steps;
   return (tokens + tokens_per_step - 1) / tokens_per_step;
@@ -21,8 +19,8 @@ void TrainConfig::validate(const std::string& where, int64_t context) const {
   const int64_t per_micro = micro_batch * context;
   if (tokens_per_step % per_micro != 0)
     throw ConfigError(str(where, ": key 'train.tokens_per_step': ", tokens_per_step,
-                          " is not a multiple of train.micro_batch * model.context = ", per_micro,
-                          " (hint: e.g. ", std::max<int64_t>(1, tokens_per_step / per_micro) * per_micro, ")"));
+                          " is not a multiple of train.micro_batch * model.context = ", per_micro, " (hint: e.g. ",
+                          std::max<int64_t>(1, tokens_per_step / per_micro) * per_micro, ")"));
   if (out_dir.empty())
     throw ConfigError(str(where, ": key 'train.out_dir' is empty (hint: a run directory such as runs/my_run)"));
   if (precision != "fp32" && precision != "bf16")
@@ -42,8 +40,8 @@ void ExperimentConfig::validate(const std::string& where) const {
   // Every run evaluates (at least at its end): a mean over no window would be NaN and the run would look finished.
   if (data.val_tokens < model.context + 1)
     throw ConfigError(str(where, ": key 'data.val_tokens' (", data.val_tokens, ") holds no validation window of ",
-                          "model.context + 1 = ", model.context + 1, " tokens (hint: data.val_tokens >= (model.context + ",
-                          "1) x train.eval_windows)"));
+                          "model.context + 1 = ", model.context + 1,
+                          " tokens (hint: data.val_tokens >= (model.context + ", "1) x train.eval_windows)"));
 }
 
 namespace {
@@ -69,9 +67,8 @@ int64_t estimate_training_bytes(const ExperimentConfig& cfg, std::string* what) 
   }
   const double total = backbone + acts + table;
   if (what)
-    *what = str("backbone ", gib(backbone), " GiB (", format_count(params),
-                " parameters x 16 bytes), activations ", gib(acts), " GiB, memory table ",
-                gib(table), " GiB");
+    *what = str("backbone ", gib(backbone), " GiB (", format_count(params), " parameters x 16 bytes), activations ",
+                gib(acts), " GiB, memory table ", gib(table), " GiB");
   return static_cast<int64_t>(total);
 }
 
@@ -80,8 +77,8 @@ void check_fits_in_memory(const ExperimentConfig& cfg, const std::string& where)
   const int64_t need = estimate_training_bytes(cfg, &what);
   const int64_t have = available_memory_bytes();
   if (have > 0 && need > have)
-    throw ConfigError(str(where, ": this run needs about ", gib(static_cast<double>(need)), " GiB (", what,
-                          ") but ", gib(static_cast<double>(have)),
+    throw ConfigError(str(where, ": this run needs about ", gib(static_cast<double>(need)), " GiB (", what, ") but ",
+                          gib(static_cast<double>(have)),
                           " GiB are available (hint: lower train.micro_batch, model.vocab/d_model/layers or "
                           "memory.target_params)"));
 }

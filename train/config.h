@@ -13,24 +13,24 @@
 namespace pg {
 
 struct TrainConfig {
-  int64_t seed = 0;                  // backbone init, memory init and data order all derive from it
-  int64_t tokens = 60000000;         // token budget; steps = ceil(tokens / tokens_per_step) unless steps > 0
-  int64_t steps = 0;                 // explicit step count (overrides tokens when > 0)
+  int64_t seed = 0;  // backbone init, memory init and data order all derive from it
+  int64_t tokens = 60000000;  // token budget; steps = ceil(tokens / tokens_per_step) unless steps > 0
+  int64_t steps = 0;  // explicit step count (overrides tokens when > 0)
   int64_t tokens_per_step = 131072;  // a multiple of micro_batch * context (gradient accumulation)
-  int64_t micro_batch = 4;           // windows per forward/backward
+  int64_t micro_batch = 4;  // windows per forward/backward
   double lr = 2e-3;
   double beta1 = 0.9;
   double beta2 = 0.95;
   double eps = 1e-8;
   double weight_decay = 0.1;  // matrices only
-  double grad_clip = 1.0;     // global L2 norm of backbone (+ dense memory) gradients; 0 = off
+  double grad_clip = 1.0;  // global L2 norm of backbone (+ dense memory) gradients; 0 = off
   double warmup_frac = 0.05;  // WSD: linear warm-up share of steps
-  double decay_frac = 0.2;    // WSD: linear decay to 0 over the last share of steps
+  double decay_frac = 0.2;  // WSD: linear decay to 0 over the last share of steps
   int64_t eval_interval = 0;  // steps between held-out evaluations (0 = only at the start and the end)
   int64_t eval_windows = 2048;  // validation windows used (≤ the fixed validation set)
   int64_t log_interval = 1;
   int64_t checkpoint_interval = 0;  // steps between checkpoints (0 = only at the end)
-  int64_t threads = 0;              // OpenMP threads (0 = all allowed CPUs), pinned
+  int64_t threads = 0;  // OpenMP threads (0 = all allowed CPUs), pinned
   std::string out_dir = "runs/default";
   // GEMM precision (kernels/gemm.h): "fp32", or "bf16" (report: BF16 autocast) = GEMM operands rounded to bf16 and
   // accumulated in fp32; master weights, AdamW, norms, softmax, loss and the tables stay fp32. The config hash
@@ -53,12 +53,10 @@ struct TrainConfig {
     v("grad_clip", grad_clip, "global gradient-norm clip (0 = off)", cfg::Range{0.0, 1e6});
     v("warmup_frac", warmup_frac, "WSD warm-up share of steps", cfg::Range{0.0, 1.0});
     v("decay_frac", decay_frac, "WSD final linear decay share of steps", cfg::Range{0.0, 1.0});
-    v("eval_interval", eval_interval, "steps between held-out evaluations (0 = start and end)",
-      cfg::Range{0, 1e9});
+    v("eval_interval", eval_interval, "steps between held-out evaluations (0 = start and end)", cfg::Range{0, 1e9});
     v("eval_windows", eval_windows, "validation windows per evaluation", cfg::Range{1, 1e7});
     v("log_interval", log_interval, "steps between log flushes", cfg::Range{1, 1e9});
-    v("checkpoint_interval", checkpoint_interval, "steps between checkpoints (0 = end only)",
-      cfg::Range{0, 1e9});
+    v("checkpoint_interval", checkpoint_interval, "steps between checkpoints (0 = end only)", cfg::Range{0, 1e9});
     v("threads", threads, "OpenMP threads (0 = all allowed CPUs)", cfg::Range{0, 1024});
     v("out_dir", out_dir, "run directory (checkpoint.h5, log.h5, config.yaml)");
     v("precision", precision, "GEMM precision: fp32 | bf16 (bf16 operands, fp32 accumulation and master weights)");

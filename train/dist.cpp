@@ -44,7 +44,8 @@ Launch launch_from_env() {
   if (std::getenv("OMPI_COMM_WORLD_SIZE")) {
     l.ranks = env_long("OMPI_COMM_WORLD_SIZE", 1), l.mpi_capable = true, l.by = "mpirun";
   } else if (std::getenv("PMIX_RANK")) {
-    l.ranks = env_long("SLURM_STEP_NUM_TASKS", env_long("PMIX_SIZE", 2)), l.mpi_capable = true, l.by = "PMIx (srun --mpi=pmix)";
+    l.ranks = env_long("SLURM_STEP_NUM_TASKS", env_long("PMIX_SIZE", 2)), l.mpi_capable = true,
+    l.by = "PMIx (srun --mpi=pmix)";
   } else if (std::getenv("PMI_SIZE") && env_long("PMI_SIZE", 1) > 1) {
     l.ranks = env_long("PMI_SIZE", 1), l.mpi_capable = true, l.by = "PMI";
   } else if (const long step = env_long("SLURM_STEP_ID", -1); step >= 0 && step < 0xFFFFFF00L) {
@@ -93,7 +94,8 @@ std::string mpi_description() {
   std::string s(buf, static_cast<size_t>(std::max(0, n)));
   if (const size_t comma = s.find(','); comma != std::string::npos) s.resize(comma);
   while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
-  if (const size_t v = s.find(" v"); v != std::string::npos && v + 2 < s.size() && std::isdigit(static_cast<unsigned char>(s[v + 2])))
+  if (const size_t v = s.find(" v");
+      v != std::string::npos && v + 2 < s.size() && std::isdigit(static_cast<unsigned char>(s[v + 2])))
     s.erase(v + 1, 1);  // "Open MPI v4.1.4" -> "Open MPI 4.1.4"
   return s.empty() ? std::string("MPI (unknown library)") : s;
 #else
@@ -106,8 +108,8 @@ const World& init(int* argc, char*** argv) {
   g_init = true;
   const Launch l = launch_from_env();
   if (l.ranks > 1 && !l.mpi_capable)
-    throw UserError(str("launched as ", l.ranks, " tasks by ", l.by, ": each would train alone (hint: srun --mpi=pmix, ",
-                        "or mpirun inside the allocation)"));
+    throw UserError(str("launched as ", l.ranks, " tasks by ", l.by,
+                        ": each would train alone (hint: srun --mpi=pmix, ", "or mpirun inside the allocation)"));
 #ifdef PG_HAVE_MPI
   if (l.mpi_capable) {
     int provided = 0;
@@ -124,9 +126,10 @@ const World& init(int* argc, char*** argv) {
 #else
   (void)argc, (void)argv;
   if (l.ranks > 1)
-    throw UserError(str("launched as rank ", env_long("OMPI_COMM_WORLD_RANK", env_long("PMIX_RANK", 0)), " of ", l.ranks,
-                        " by ", l.by, ", but this pagegram was built without MPI (`pagegram --version` says mpi: not ",
-                        "built) (hint: apt-get install libopenmpi-dev openmpi-bin, then rebuild with scripts/setup.sh)"));
+    throw UserError(
+        str("launched as rank ", env_long("OMPI_COMM_WORLD_RANK", env_long("PMIX_RANK", 0)), " of ", l.ranks, " by ",
+            l.by, ", but this pagegram was built without MPI (`pagegram --version` says mpi: not ",
+            "built) (hint: apt-get install libopenmpi-dev openmpi-bin, then rebuild with scripts/setup.sh)"));
 #endif
   return g_world;
 }
@@ -176,7 +179,9 @@ std::string pin_to_local_share() {
   std::string desc;
   if (n >= L) {
     const int k = n / L;
-    for (int j = i * k; j < (i + 1) * k; ++j) CPU_SET(cpus[static_cast<size_t>(j)], &share), desc += (desc.empty() ? "" : ",") + std::to_string(cpus[static_cast<size_t>(j)]);
+    for (int j = i * k; j < (i + 1) * k; ++j)
+      CPU_SET(cpus[static_cast<size_t>(j)], &share),
+          desc += (desc.empty() ? "" : ",") + std::to_string(cpus[static_cast<size_t>(j)]);
   } else {
     CPU_SET(cpus[static_cast<size_t>(i % n)], &share);
     desc = std::to_string(cpus[static_cast<size_t>(i % n)]);

@@ -13,7 +13,7 @@ namespace pg::dist {
 struct World {
   int rank = 0, size = 1;
   int local_rank = 0, local_size = 1;  // among the ranks on this node
-  bool mpi = false;                    // MPI initialized (size may still be 1: mpirun -np 1)
+  bool mpi = false;  // MPI initialized (size may still be 1: mpirun -np 1)
 };
 
 // "Open MPI 4.1.4" (the library this binary was built with), or "not built".

@@ -16,8 +16,8 @@ int tree_depth(int64_t n) {
   return static_cast<int>(std::bit_width(static_cast<uint64_t>(n - 1)));  // ceil(log2 n)
 }
 
-void tree_reduce(int64_t lo, int64_t n, const std::function<void(int64_t)>& leaf,
-                 const std::function<void(int)>& save, const std::function<void(int)>& combine, int depth0) {
+void tree_reduce(int64_t lo, int64_t n, const std::function<void(int64_t)>& leaf, const std::function<void(int)>& save,
+                 const std::function<void(int)>& combine, int depth0) {
   PG_CHECK(n >= 1);
   if (n == 1) {
     leaf(lo);
@@ -136,7 +136,8 @@ void tree_allreduce(PeerLink& link, SparseGrad& g, SparseGrad& recv, SparseGrad&
     buf.resize(out_bytes + in_bytes);
     std::memcpy(buf.data(), g.rows.data(), n_out * sizeof(int64_t));
     std::memcpy(buf.data() + n_out * sizeof(int64_t), g.values.data(), n_out * static_cast<size_t>(w) * sizeof(float));
-    c.sendrecv(partner, std::span<const std::byte>(buf.data(), out_bytes), std::span<std::byte>(buf.data() + out_bytes, in_bytes));
+    c.sendrecv(partner, std::span<const std::byte>(buf.data(), out_bytes),
+               std::span<std::byte>(buf.data() + out_bytes, in_bytes));
     recv.width = w;
     recv.rows.resize(n_in);
     recv.values.resize(n_in * static_cast<size_t>(w));
@@ -145,10 +146,8 @@ void tree_allreduce(PeerLink& link, SparseGrad& g, SparseGrad& recv, SparseGrad&
                 n_in * static_cast<size_t>(w) * sizeof(float));
     for (size_t i = 1; i < n_in; ++i)
       PG_CHECK(recv.rows[i - 1] < recv.rows[i], "sparse exchange: rank ", partner, " sent unsorted rows");
-    if ((r & d) == 0)
-      merge_sparse(g, recv, out);
-    else
-      merge_sparse(recv, g, out);
+    if ((r & d) == 0) merge_sparse(g, recv, out);
+    else merge_sparse(recv, g, out);
     std::swap(g, out);
   }
 }
@@ -170,7 +169,8 @@ void check_same_on_all_ranks(PeerLink& link, uint64_t value, const std::string& 
     std::memcpy(mine, merged, sizeof(merged));
   }
   if (mine[2] >= 0)
-    throw UserError(str("the ranks disagree on ", what, ": rank ", mine[1], " and rank ", mine[2], " differ (hint: every ",
+    throw UserError(str("the ranks disagree on ", what, ": rank ", mine[1], " and rank ", mine[2],
+                        " differ (hint: every ",
                         "rank must run the same command on the same files; a resume needs the run directory on ",
                         "storage every node sees)"));
 }

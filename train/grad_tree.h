@@ -33,8 +33,8 @@ int tree_depth(int64_t n);
 // caller's "current" buffers; `save(d)` moves current into saved slot d (current may then hold anything);
 // `combine(d)` sets current = slot d + current (slot d is the left operand). Slots 0..tree_depth(n)-1 are used;
 // `depth0` offsets them (a rank's subtree uses the same slots as its part of the whole tree would).
-void tree_reduce(int64_t lo, int64_t n, const std::function<void(int64_t)>& leaf,
-                 const std::function<void(int)>& save, const std::function<void(int)>& combine, int depth0 = 0);
+void tree_reduce(int64_t lo, int64_t n, const std::function<void(int64_t)>& leaf, const std::function<void(int)>& save,
+                 const std::function<void(int)>& combine, int depth0 = 0);
 
 // Point-to-point exchanges with one partner at a time (MPI_Sendrecv in train/dist.h; threads in tests).
 class PeerLink {
@@ -48,8 +48,8 @@ class PeerLink {
 
 // Exchange statistics of one process since reset (the benchmark's communication share).
 struct ExchangeStats {
-  double seconds = 0;      // wall time inside the exchanges below (waiting for the partner included)
-  double wait_seconds = 0; // of which waiting at a synchronizing exchange before them (Session's measure_exchange)
+  double seconds = 0;  // wall time inside the exchanges below (waiting for the partner included)
+  double wait_seconds = 0;  // of which waiting at a synchronizing exchange before them (Session's measure_exchange)
   int64_t bytes_sent = 0;  // payload bytes sent by this rank
   int64_t messages = 0;
 };

@@ -46,8 +46,7 @@ MemoryInjector::MemoryInjector(const MemoryConfig& cfg, int64_t d_model, int64_t
   for (size_t i = 0; i < norm_k_.n; ++i) params_[norm_k_.off + i] = 1.0f;
   h_save_.resize(static_cast<size_t>(L));
   alpha_.resize(static_cast<size_t>(L));
-  if (cfg.collision_stats)
-    collisions_ = std::make_unique<StepCollisionCounter>(table_->layout(), cfg.collision_owners);
+  if (cfg.collision_stats) collisions_ = std::make_unique<StepCollisionCounter>(table_->layout(), cfg.collision_owners);
 }
 
 int64_t MemoryInjector::layer_slot(int64_t layer) const {
@@ -92,7 +91,8 @@ void MemoryInjector::project() {
 }
 
 void MemoryInjector::prepare_gathered(std::span<const float> u, int64_t N) {
-  PG_CHECK(static_cast<int64_t>(u.size()) == N * D_, "prepare_gathered: ", u.size(), " values for ", N, " rows of ", D_);
+  PG_CHECK(static_cast<int64_t>(u.size()) == N * D_, "prepare_gathered: ", u.size(), " values for ", N, " rows of ",
+           D_);
   backward_done_ = 0;
   N_ = N;
   addr_.n = 0;  // no addresses: nothing to backpropagate into
@@ -211,8 +211,7 @@ void MemoryInjector::finish_backward() {
     if (projected())
       readout::project_backward(du_.data(), false, grads_.data() + wv_.off, de_.data(), u_.data(),
                                 params_.data() + wv_.off, N_, C_, D_, proj_);
-    else
-      std::memcpy(du_.data(), de_.data(), sizeof(float) * static_cast<size_t>(N_ * C_));
+    else std::memcpy(du_.data(), de_.data(), sizeof(float) * static_cast<size_t>(N_ * C_));
     if (context())
       readout::project_backward(du_.data(), true, grads_.data() + wk_.off, dk_.data(), u_.data(),
                                 params_.data() + wk_.off, N_, C_, D_, proj_);
@@ -234,7 +233,9 @@ std::vector<ParamView> MemoryInjector::dense_params() {
 
 void MemoryInjector::zero_dense_grads() { std::fill(grads_.begin(), grads_.end(), 0.0f); }
 
-void MemoryInjector::set_schedule(const LrSchedule& backbone) { table_->optimizer().set_schedule(backbone.times(cfg_.lr_mult)); }
+void MemoryInjector::set_schedule(const LrSchedule& backbone) {
+  table_->optimizer().set_schedule(backbone.times(cfg_.lr_mult));
+}
 
 void MemoryInjector::step_table(int64_t t) {
   const Timer timer;
@@ -276,8 +277,8 @@ void MemoryInjector::save(const h5::Group& g) const {
 
 void MemoryInjector::load(const h5::Group& g) {
   const std::string where = g.file() + ":" + g.path();
-  for (const auto& [k, v] : {std::pair<std::string, std::string>{"gate", cfg_.gate},
-                            {"inject_layers", inject_layers_text(cfg_)}}) {
+  for (const auto& [k, v] :
+       {std::pair<std::string, std::string>{"gate", cfg_.gate}, {"inject_layers", inject_layers_text(cfg_)}}) {
     const std::string saved = g.attr_string(k);
     if (saved != v)
       throw IoError(str(where, ": memory was saved with ", k, " = ", saved, ", this run has ", v,

@@ -29,23 +29,23 @@ namespace pg {
 
 // Cheap per-step statistics (no pass over the table; table().stats() scans the whole table).
 struct MemoryInjectorStats {
-  std::vector<double> gates;       // scalar gates g_j (scalar mode)
+  std::vector<double> gates;  // scalar gates g_j (scalar mode)
   std::vector<double> mean_alpha;  // mean α_t per injected layer over the last forward (context modes)
-  int64_t touched_rows = 0;        // distinct rows with a pending gradient (before step_table)
-  int64_t completed_step = 0;      // last table update
+  int64_t touched_rows = 0;  // distinct rows with a pending gradient (before step_table)
+  int64_t completed_step = 0;  // last table update
 };
 
 // Wall-clock seconds spent in each phase of the memory's work since the last reset_phase_times() (for the
 // benchmark's breakdown of the table overhead; a few steady-clock reads per micro-batch, always on).
 struct MemoryPhaseTimes {
-  double address = 0;       // n-gram hashing -> row addresses (+ the optimizer's catch-up of those rows)
-  double gather = 0;        // signed row gathers into u
-  double project = 0;       // e = W_V u (and k = W_K u)
-  double inject = 0;        // gate forward + backward at every injected layer (+ zeroing their gradient buffers)
+  double address = 0;  // n-gram hashing -> row addresses (+ the optimizer's catch-up of those rows)
+  double gather = 0;  // signed row gathers into u
+  double project = 0;  // e = W_V u (and k = W_K u)
+  double inject = 0;  // gate forward + backward at every injected layer (+ zeroing their gradient buffers)
   double project_back = 0;  // du = W_Vᵀ de and dW_V (and W_K)
-  double table_grad = 0;    // sparse row gradient accumulation
+  double table_grad = 0;  // sparse row gradient accumulation
   double table_update = 0;  // row-wise optimizer step
-  double collisions = 0;    // collision statistics for the run log (not the memory's own work: not in total())
+  double collisions = 0;  // collision statistics for the run log (not the memory's own work: not in total())
   double total() const { return address + gather + project + inject + project_back + table_grad + table_update; }
 };
 

@@ -45,14 +45,14 @@ OverheadResult measure_overhead(const std::vector<ExperimentConfig>& cfgs, int64
     c.train.warmup_frac = c.train.decay_frac = 0.0;
     c.train.steps = std::max<int64_t>(c.train.total_steps(), warmup + rounds);
     vs[i].session = std::make_unique<Session>(c, SessionOptions{.optimizer = true, .tokenizer = ds.tokenizer.get()});
-    vs[i].sampler = std::make_unique<data::WindowSampler>(ds.sampler(c.model.context, static_cast<uint64_t>(c.train.seed)));
+    vs[i].sampler =
+        std::make_unique<data::WindowSampler>(ds.sampler(c.model.context, static_cast<uint64_t>(c.train.seed)));
   }
 
   OverheadResult res;
   res.tokens_per_step = base.train.tokens_per_step;
   res.threads = threads.threads;
-  for (size_t i = 0; i < cfgs.size(); ++i)
-    res.variants.push_back({cfgs[i].name, cfgs[i].memory.layout, {}, {}});
+  for (size_t i = 0; i < cfgs.size(); ++i) res.variants.push_back({cfgs[i].name, cfgs[i].memory.layout, {}, {}});
   for (int64_t r = 0; r < warmup + rounds; ++r) {
     for (size_t k = 0; k < vs.size(); ++k) {
       const size_t i = (k + static_cast<size_t>(r)) % vs.size();  // rotate: no variant always runs after the same one

@@ -16,10 +16,10 @@
 namespace pg {
 
 struct OverheadVariant {
-  std::string name;                 // the config's name
-  std::string layout;               // memory.layout ("none" for the baseline)
-  std::vector<double> step_seconds; // one per timed round
-  MemoryPhaseTimes phases;          // summed over the timed rounds (zeros without memory)
+  std::string name;  // the config's name
+  std::string layout;  // memory.layout ("none" for the baseline)
+  std::vector<double> step_seconds;  // one per timed round
+  MemoryPhaseTimes phases;  // summed over the timed rounds (zeros without memory)
 };
 
 struct OverheadResult {
@@ -44,7 +44,7 @@ double median(std::vector<double> v);
 struct OverheadRow {
   double tok_s_median = 0, tok_s_min = 0, tok_s_max = 0;
   double overhead_median = 0, overhead_min = 0, overhead_max = 0;  // percent
-  double seconds = 0;       // the timed steps summed
+  double seconds = 0;  // the timed steps summed
   double memory_share = 0;  // the memory's own work (phases) as a percent of `seconds`
 };
 std::vector<OverheadRow> overhead_rows(const OverheadResult& r);

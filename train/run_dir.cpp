@@ -47,7 +47,8 @@ void check_run_dir(const ExperimentConfig& cfg, bool resume, bool force) {
   std::error_code ec;
   const fs::file_status lst = fs::symlink_status(dir, ec);
   if (!ec && fs::is_symlink(lst) && !fs::exists(fs::status(dir, ec)))
-    throw UserError(str("train.out_dir ", dir, ": a symlink to a missing target (hint: remove the link or choose "
+    throw UserError(str("train.out_dir ", dir,
+                        ": a symlink to a missing target (hint: remove the link or choose "
                         "another train.out_dir)"));
   if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
     throw UserError(str("train.out_dir ", dir, ": exists and is not a directory (hint: choose another train.out_dir)"));
@@ -68,7 +69,8 @@ void check_run_dir(const ExperimentConfig& cfg, bool resume, bool force) {
   const std::string ck = file_kind(ckpt), lk = file_kind(log);
   for (const auto& [path, kind, own] : {std::tuple{ckpt, ck, "pagegram-checkpoint"}, {log, lk, "pagegram-runlog"}})
     if (!kind.empty() && kind != own && !force)
-      throw UserError(str(path, ": exists and is not a ", own == std::string("pagegram-checkpoint") ? "checkpoint" : "run log",
+      throw UserError(str(path, ": exists and is not a ",
+                          own == std::string("pagegram-checkpoint") ? "checkpoint" : "run log",
                           " of this program (it is ", kind_phrase(kind), ") (hint: use another train.out_dir, or pass ",
                           "--force to replace it)"));
   if (force) return;
@@ -79,7 +81,7 @@ void check_run_dir(const ExperimentConfig& cfg, bool resume, bool force) {
     const ExperimentConfig there = config_of(holder, holder == ckpt ? ck : holder == log ? lk : "yaml");
     if (!same_results(there, cfg))
       throw ConfigError(str("train.out_dir ", dir, ": holds a run of another config (", holder,
-                          ") (hint: use another train.out_dir, or pass --force to replace that run)"));
+                            ") (hint: use another train.out_dir, or pass --force to replace that run)"));
   }
   if (resume && ck.empty() && !lk.empty()) {
     const int64_t steps = logged_steps(log);

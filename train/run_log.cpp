@@ -59,7 +59,8 @@ size_t rows_until(const std::vector<int64_t>& step, int64_t last) {
 // Reads every column of a group (the struct's columns() list) and keeps the rows of steps up to `last`.
 template <class Cols>
 void read_columns(const h5::Group& g, Cols& cols, int64_t last) {
-  Cols::columns(cols, [&](const char* name, auto& v) { v = g.read<typename std::decay_t<decltype(v)>::value_type>(name); });
+  Cols::columns(cols,
+                [&](const char* name, auto& v) { v = g.read<typename std::decay_t<decltype(v)>::value_type>(name); });
   const size_t n = rows_until(cols.step, last);
   Cols::columns(cols, [&](const char*, auto& v) { truncate_after(v, n); });
 }
@@ -126,14 +127,16 @@ RunLog::RunLog(std::string path, RunMeta meta, int64_t resume_step)
     const size_t R = step.size(), no = shape[1], K = shape[2];
     const size_t keep = rows_until(step, resume_step);
     coll_.assign(keep, StepCollisionStats{});
-    for (StepCollisionStats& st : coll_) st.n_orders = static_cast<int64_t>(no), st.heads_per_order = static_cast<int64_t>(K);
+    for (StepCollisionStats& st : coll_)
+      st.n_orders = static_cast<int64_t>(no), st.heads_per_order = static_cast<int64_t>(K);
     StepCollisionStats::columns([&](const char* name, auto field, bool per_head) {
       using T = typename std::remove_reference_t<decltype(coll_.front().*field)>::value_type;
       const std::vector<T> all = c.read<T>(name);
       const size_t per_row = per_head ? no * K : no;
       if (all.size() != R * per_row)
         throw IoError(str(path_, ":/collisions/", name, ": ", all.size(), " values, expected ", R * per_row, " (",
-                          per_head ? "per head" : "per order", ", ", R, " steps; hint: the log was edited or damaged)"));
+                          per_head ? "per head" : "per order", ", ", R,
+                          " steps; hint: the log was edited or damaged)"));
       for (size_t i = 0; i < keep; ++i)
         coll_[i].*field = std::vector<T>(all.begin() + static_cast<std::ptrdiff_t>(i * per_row),
                                          all.begin() + static_cast<std::ptrdiff_t>((i + 1) * per_row));
@@ -143,13 +146,13 @@ RunLog::RunLog(std::string path, RunMeta meta, int64_t resume_step)
   if (r.has_attr("started")) started_ = r.attr_string("started");
   // Provenance across resumes: "<revision>:<kernels>@<first step>" segments, one per build that wrote the log.
   if (r.has_attr("revisions")) revisions_ = r.attr_string("revisions");
-  else if (r.has_attr("revision")) revisions_ = r.attr_string("revision") + ":" +
-                                                (r.has_attr("kernels") ? r.attr_string("kernels") : "?") + "@1";
+  else if (r.has_attr("revision"))
+    revisions_ = r.attr_string("revision") + ":" + (r.has_attr("kernels") ? r.attr_string("kernels") : "?") + "@1";
 }
 
 void RunLog::collisions(int64_t step, const StepCollisionStats& s, const std::vector<int64_t>& orders, bool owners) {
-  PG_CHECK(static_cast<int64_t>(orders.size()) == s.n_orders, "collision statistics of ", s.n_orders,
-           " orders for ", orders.size(), " orders");
+  PG_CHECK(static_cast<int64_t>(orders.size()) == s.n_orders, "collision statistics of ", s.n_orders, " orders for ",
+           orders.size(), " orders");
   if (!coll_.empty())
     PG_CHECK(orders == coll_orders_ && s.heads_per_order == coll_.front().heads_per_order,
              "collision statistics with another geometry than the log's earlier rows");
@@ -159,8 +162,8 @@ void RunLog::collisions(int64_t step, const StepCollisionStats& s, const std::ve
   coll_.push_back(s);
 }
 
-void RunLog::train_row(int64_t step, int64_t tokens, double loss, double lr, double grad_norm,
-                       double tok_per_s, double elapsed_s) {
+void RunLog::train_row(int64_t step, int64_t tokens, double loss, double lr, double grad_norm, double tok_per_s,
+                       double elapsed_s) {
   train_.step.push_back(step);
   train_.tokens.push_back(tokens);
   train_.loss.push_back(loss);
@@ -213,7 +216,8 @@ void RunLog::flush() {
       write_columns(s.create(key), ser);
     }
     if (!coll_.empty()) {
-      const uint64_t R = coll_.size(), no = coll_orders_.size(), K = static_cast<uint64_t>(coll_.front().heads_per_order);
+      const uint64_t R = coll_.size(), no = coll_orders_.size(),
+                     K = static_cast<uint64_t>(coll_.front().heads_per_order);
       h5::Group c = r.create("collisions");
       c.set_attr("owners", int64_t{coll_owners_ ? 1 : 0});
       c.set_attr("heads_per_order", static_cast<int64_t>(K));

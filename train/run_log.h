@@ -13,7 +13,7 @@ namespace pg {
 
 struct RunMeta {
   std::string config_yaml;  // the resolved config
-  std::string command;      // the command line
+  std::string command;  // the command line
   int64_t threads = 1;
   bool pinned = false;
   std::string cpus;

@@ -48,8 +48,7 @@ std::vector<ParamView> backbone_views(Transformer& model) {
 namespace {
 // Computes the memory's addresses and e_t for windows starting at `starts` in `store` (docs/model.md §3: n-grams are a
 // function of the store position, never of the window start).
-void prepare_memory(MemoryInjector& mem, const data::TokenStore& store, const std::vector<int64_t>& starts,
-                    int64_t T) {
+void prepare_memory(MemoryInjector& mem, const data::TokenStore& store, const std::vector<int64_t>& starts, int64_t T) {
   store.with_ids([&](auto ids) { mem.prepare(ids, store.doc_offsets(), starts, T); });
 }
 bool all_finite(std::span<const float> v) {
@@ -101,8 +100,9 @@ Session::Session(const ExperimentConfig& cfg, const SessionOptions& opt)
 void check_ranks(const ExperimentConfig& cfg, int ranks) {
   const int64_t accum = cfg.train.accum_steps(cfg.model.context);
   if (ranks >= 1 && is_power_of_two(ranks) && accum % ranks == 0) return;
-  throw ConfigError(str(ranks, " data-parallel ranks cannot split a step of ", accum, " micro-batches (train.tokens_per_step ",
-                        cfg.train.tokens_per_step, " = ", accum, " x ", cfg.train.micro_batch, " windows x ", cfg.model.context,
+  throw ConfigError(str(ranks, " data-parallel ranks cannot split a step of ", accum,
+                        " micro-batches (train.tokens_per_step ", cfg.train.tokens_per_step, " = ", accum, " x ",
+                        cfg.train.micro_batch, " windows x ", cfg.model.context,
                         " tokens) (hint: the ranks must be a power of two that divides ", accum,
                         "; change the rank count, train.micro_batch or train.tokens_per_step)"));
 }
@@ -123,8 +123,9 @@ StepStats Session::step(const data::TokenStore& store, data::WindowSampler& samp
   const bool observe = mem_ && opt.observe_collisions;
   node_loss_ = 0.0;
   slots_.resize(static_cast<size_t>(tree_depth(m)));
-  tree_reduce(lo, m, [&](int64_t a) { micro_batch(store, a, observe); }, [&](int d) { save_node(d); },
-              [&](int d) { combine_node(d); });
+  tree_reduce(
+      lo, m, [&](int64_t a) { micro_batch(store, a, observe); }, [&](int d) { save_node(d); },
+      [&](int d) { combine_node(d); });
   if (ranks() > 1) reduce_across_ranks(store, observe);
   out.loss = node_loss_ / static_cast<double>(accum);
   update_backbone(t, out);
@@ -234,8 +235,9 @@ int64_t Session::tree_bytes() const {
   for (const Slot& s : slots_)
     b += static_cast<int64_t>((s.model.capacity() + s.memory.capacity() + s.table.values.capacity()) * sizeof(float) +
                               s.table.rows.capacity() * sizeof(int64_t));
-  b += static_cast<int64_t>((merged_.values.capacity() + recv_.values.capacity() + scratch_.capacity()) * sizeof(float) +
-                            (merged_.rows.capacity() + recv_.rows.capacity()) * sizeof(int64_t) + bytes_.capacity());
+  b +=
+      static_cast<int64_t>((merged_.values.capacity() + recv_.values.capacity() + scratch_.capacity()) * sizeof(float) +
+                           (merged_.rows.capacity() + recv_.rows.capacity()) * sizeof(int64_t) + bytes_.capacity());
   return b;
 }
 

@@ -28,9 +28,9 @@
 namespace pg {
 
 struct SessionOptions {
-  bool optimizer = true;                       // allocate AdamW moments (false: evaluation, export, generation)
+  bool optimizer = true;  // allocate AdamW moments (false: evaluation, export, generation)
   const data::Tokenizer* tokenizer = nullptr;  // needed by Engram-faithful hashing (its compressed vocabulary)
-  int64_t micro_batch = 0;                     // windows per forward pass (0: train.micro_batch)
+  int64_t micro_batch = 0;  // windows per forward pass (0: train.micro_batch)
   // Data-parallel ranks (train/dist.h; nullptr = one process): this session computes its rank's block of each
   // step's micro-batches and the ranks complete the gradient tree together (train/grad_tree.h). The number of
   // ranks must be a power of two dividing train.accum_steps() (ConfigError otherwise).
@@ -39,16 +39,16 @@ struct SessionOptions {
 
 // What one optimizer step did.
 struct StepStats {
-  double loss = 0.0;       // mean training loss over the step's micro-batches (nats)
+  double loss = 0.0;  // mean training loss over the step's micro-batches (nats)
   double grad_norm = 0.0;  // global gradient norm before clipping
-  double lr = 0.0;         // backbone learning rate of the step
-  MemoryInjectorStats memory;     // before the table update (rows touched this step); empty without memory
+  double lr = 0.0;  // backbone learning rate of the step
+  MemoryInjectorStats memory;  // before the table update (rows touched this step); empty without memory
   StepCollisionStats collisions;  // when StepOptions::observe_collisions
 };
 
 struct StepOptions {
   bool observe_collisions = false;  // record the step's lookups (memory.collision_stats)
-  bool report_collisions = false;   // ... and return their statistics in StepStats::collisions
+  bool report_collisions = false;  // ... and return their statistics in StepStats::collisions
 };
 
 // The learning-rate schedule of a run (WSD over train.total_steps()).

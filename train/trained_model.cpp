@@ -8,9 +8,9 @@ TrainedModel load_trained_model(const std::string& checkpoint, const TrainedMode
   const ExperimentConfig cfg = checkpoint_config(checkpoint);
   if (opt.open_data || (cfg.memory.enabled() && cfg.memory.hash.engram_faithful))
     t.data = std::make_unique<data::DataSet>(data::open_dataset(cfg.data, cfg.tokenizer));
-  t.session = std::make_unique<Session>(
-      cfg, SessionOptions{.optimizer = false, .tokenizer = t.data ? t.data->tokenizer.get() : nullptr,
-                          .micro_batch = opt.micro_batch});
+  t.session = std::make_unique<Session>(cfg, SessionOptions{.optimizer = false,
+                                                            .tokenizer = t.data ? t.data->tokenizer.get() : nullptr,
+                                                            .micro_batch = opt.micro_batch});
   t.session->load(checkpoint);
   if (t.mem() && opt.table_ready) t.mem()->table().materialize();  // replayed decay up to the last step
   return t;

@@ -11,8 +11,8 @@
 namespace pg {
 
 struct TrainedModel {
-  std::unique_ptr<Session> session;       // the checkpoint's config, parameters, table and state
-  std::unique_ptr<data::DataSet> data;    // null unless opened (see TrainedModelOptions)
+  std::unique_ptr<Session> session;  // the checkpoint's config, parameters, table and state
+  std::unique_ptr<data::DataSet> data;  // null unless opened (see TrainedModelOptions)
 
   const ExperimentConfig& cfg() const { return session->config(); }
   Transformer& model() { return session->model(); }
@@ -22,9 +22,10 @@ struct TrainedModel {
 };
 
 struct TrainedModelOptions {
-  bool open_data = false;    // open the config's dataset (held-out windows); also opened when Engram-faithful hashing needs the tokenizer
+  bool open_data = false;  // open the config's dataset (held-out windows); also opened when Engram-faithful hashing
+                           // needs the tokenizer
   bool table_ready = false;  // replay the table's decay up to the last step (materialize), as exported
-  int64_t micro_batch = 0;   // windows per forward pass (0: the config's train.micro_batch)
+  int64_t micro_batch = 0;  // windows per forward pass (0: the config's train.micro_batch)
 };
 
 // Builds the session of the checkpoint's config and loads it (no optimizer moments).

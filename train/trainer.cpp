@@ -37,9 +37,9 @@ int64_t peak_rss_kb() {
 
 namespace {
 
-// The divergence rule besides non-finite values (docs/robustness.md, "Divergence"): over windows of kDivergeWindow steps, a run
-// has diverged when its mean training loss rises more than kDivergeNats above the lowest window mean so far (or
-// above its first step's loss, if that is lower). Healthy runs move well under 1 nat between such windows.
+// The divergence rule besides non-finite values (docs/robustness.md, "Divergence"): over windows of kDivergeWindow
+// steps, a run has diverged when its mean training loss rises more than kDivergeNats above the lowest window mean so
+// far (or above its first step's loss, if that is lower). Healthy runs move well under 1 nat between such windows.
 constexpr int64_t kDivergeWindow = 10;
 constexpr double kDivergeNats = 2.0;
 class DivergenceWatch {
@@ -119,8 +119,10 @@ void check_log_before_resume(const std::string& log_path, const std::string& ckp
     throw IoError(str(log_path, ": missing, but ", ckpt, " is at step ", step,
                       " (hint: the log cannot be rebuilt; remove checkpoint.h5 to start the run over, or use "
                       "another train.out_dir)"));
-  if (!same_results(parse_experiment(h5::File::open(log_path).root().attr_string("config"), log_path + ":/config"), cfg))
-    throw IoError(str(log_path, ": the log belongs to a run with another config (hint: never copy logs between "
+  if (!same_results(parse_experiment(h5::File::open(log_path).root().attr_string("config"), log_path + ":/config"),
+                    cfg))
+    throw IoError(str(log_path,
+                      ": the log belongs to a run with another config (hint: never copy logs between "
                       "runs; remove checkpoint.h5 and log.h5 to start over)"));
 }
 
@@ -177,10 +179,12 @@ void log_summary(RunLog& log, const TrainSummary& sum, const ExperimentConfig& c
     const MemoryPhaseTimes& m = sum.memory_times;
     log.set_summary("memory_work_fraction", m.total() / sum.train_seconds);
     log.set_summary("memory_projection_fraction", (m.project + m.project_back) / sum.train_seconds);
-    log.set_summary("memory_table_fraction", (m.address + m.gather + m.table_grad + m.table_update) / sum.train_seconds);
+    log.set_summary("memory_table_fraction",
+                    (m.address + m.gather + m.table_grad + m.table_update) / sum.train_seconds);
     if (cfg.memory.collision_stats) log.set_summary("collision_stats_fraction", m.collisions / sum.train_seconds);
   }
-  if (sum.collision_owner_bytes > 0) log.set_summary("collision_owner_bytes", static_cast<double>(sum.collision_owner_bytes));
+  if (sum.collision_owner_bytes > 0)
+    log.set_summary("collision_owner_bytes", static_cast<double>(sum.collision_owner_bytes));
   if (!log.eval_loss().empty()) log.set_summary("final_eval_loss", log.eval_loss().back());
 }
 
@@ -228,8 +232,8 @@ TrainSummary train(const ExperimentConfig& cfg, const data::DataSet& ds, const T
     sampler.set_counter(st.sampler_counter);
   }
   if (opt.link) check_ranks_agree(*opt.link, cfg, st, resumed);
-  RunMeta meta{cfg::dump(cfg), opt.command, threads.threads, threads.pinned, threads.cpus, ranks, cfg.train.bf16(),
-               data::dataset_fingerprint(ds)};
+  RunMeta meta{cfg::dump(cfg), opt.command, threads.threads,  threads.pinned,
+               threads.cpus,   ranks,       cfg.train.bf16(), data::dataset_fingerprint(ds)};
   // Without a checkpoint a "resume" starts over, and so does the log (no duplicate step-0 rows).
   const bool check_log = resumed && write_files && st.step > 0;
   if (check_log) check_log_before_resume(log_path, ckpt, st.step, cfg);
@@ -264,7 +268,8 @@ TrainSummary train(const ExperimentConfig& cfg, const data::DataSet& ds, const T
   auto diverged = [&](const std::string& why) {
     log.set_status("diverged");
     if (write_files) log.flush();
-    return UserError(str("training diverged at step ", st.step, ": ", why, " (hint: lower train.lr; the last good checkpoint is ",
+    return UserError(str("training diverged at step ", st.step, ": ", why,
+                         " (hint: lower train.lr; the last good checkpoint is ",
                          std::filesystem::exists(ckpt) ? ckpt : std::string("not written yet"), ")"));
   };
   while (st.step < total_steps && (opt.stop_after < 0 || steps_this_call < opt.stop_after)) {
@@ -278,7 +283,8 @@ TrainSummary train(const ExperimentConfig& cfg, const data::DataSet& ds, const T
     const bool log_step = (st.step + 1) % tc.log_interval == 0 || st.step + 1 == total_steps ||
                           (opt.stop_after >= 0 && steps_this_call + 1 == opt.stop_after);
     const bool observe = root && mem && cfg.memory.collision_stats && (log_step || cfg.memory.collision_owners);
-    const StepStats ss = session.step(*ds.train, sampler, {.observe_collisions = observe, .report_collisions = log_step});
+    const StepStats ss =
+        session.step(*ds.train, sampler, {.observe_collisions = observe, .report_collisions = log_step});
     const double loss = ss.loss, gnorm = ss.grad_norm, lr = ss.lr;
     // A diverged step is reported, never checkpointed (its update is discarded with the process).
     if (!std::isfinite(loss) || !std::isfinite(gnorm)) throw diverged(str("loss ", loss, ", grad norm ", gnorm));
@@ -296,15 +302,16 @@ TrainSummary train(const ExperimentConfig& cfg, const data::DataSet& ds, const T
     }
     last_loss = loss;
     const auto timed_steps = static_cast<int64_t>(sum.step_seconds.size());
-    const double tok_s = static_cast<double>(tc.tokens_per_step) * std::max<int64_t>(timed_steps, 1) /
-                         std::max(train_seconds, dt);
+    const double tok_s =
+        static_cast<double>(tc.tokens_per_step) * std::max<int64_t>(timed_steps, 1) / std::max(train_seconds, dt);
     log.train_row(st.step, st.tokens, loss, lr, gnorm, static_cast<double>(tc.tokens_per_step) / dt, st.elapsed_s);
     progress.step(st.step, total_steps, st.tokens, loss, tok_s,
                   static_cast<double>(total_steps - st.step) * tc.tokens_per_step / tok_s);
     const bool last = st.step == total_steps;
     if (last || (tc.eval_interval > 0 && st.step % tc.eval_interval == 0)) sum.final_eval = run_eval(st.step);
     const bool stop = last || (opt.stop_after >= 0 && steps_this_call == opt.stop_after);
-    const bool checkpoint = write_files && (stop || (tc.checkpoint_interval > 0 && st.step % tc.checkpoint_interval == 0));
+    const bool checkpoint =
+        write_files && (stop || (tc.checkpoint_interval > 0 && st.step % tc.checkpoint_interval == 0));
     // The log is flushed before a checkpoint, so it always holds every step the checkpoint has (a kill between
     // the two leaves extra rows, which a resume truncates); "finished" is written only after the final checkpoint.
     if (write_files && (checkpoint || st.step % tc.log_interval == 0)) log.flush();

@@ -41,12 +41,14 @@ std::string config_error(const std::string& path, const std::vector<std::string>
 TEST(CoreRobustness, BadConfigFilesAreOneLineErrorsNotCrashes) {
   TempDir d;
   const std::string ok = write(d, "ok.yaml", "model:\n  layers: 2\n");
-  EXPECT_NE(config_error(write(d, "dir.yaml", "base: " + d.path.string() + "\n")).find("not a regular file"), std::string::npos);
+  EXPECT_NE(config_error(write(d, "dir.yaml", "base: " + d.path.string() + "\n")).find("not a regular file"),
+            std::string::npos);
   EXPECT_NE(config_error(write(d, "cx.yaml", "? [a, b]\n: 3\n")).find("cx.yaml:1:3: a complex (non-scalar) key"),
             std::string::npos)
       << config_error(d.path / "cx.yaml");
-  EXPECT_NE(config_error(write(d, "dup.yaml", "model:\n  layers: 2\n  layers: 3\n")).find("key 'model.layers' appears twice"),
-            std::string::npos);
+  EXPECT_NE(
+      config_error(write(d, "dup.yaml", "model:\n  layers: 2\n  layers: 3\n")).find("key 'model.layers' appears twice"),
+      std::string::npos);
   EXPECT_NE(config_error(write(d, "empty.yaml", "")).find("empty config file"), std::string::npos);
   EXPECT_NE(config_error(write(d, "two.yaml", "a: 1\n---\nb: 2\n")).find("several YAML documents"), std::string::npos);
   EXPECT_NE(config_error(ok, {"model={[1]: 3}"}).find("complex (non-scalar) key"), std::string::npos);

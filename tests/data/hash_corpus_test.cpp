@@ -47,11 +47,11 @@ std::vector<std::string> docs_of(std::string_view bytes) {
 TEST(Corpus, SplitDocumentsOnSeparatorLines) {
   using V = std::vector<std::string>;
   EXPECT_EQ(docs_of("a\nb\n\x1e\nc\n\x1e\n"), (V{"a\nb", "c"}));
-  EXPECT_EQ(docs_of("a\n\x1e\n\n\x1e\nb"), (V{"a", "b"}));         // empty document skipped, tail kept
-  EXPECT_EQ(docs_of("x\x1ey\n\x1e\n"), (V{"x\x1ey"}));              // 0x1E inside a line is text
-  EXPECT_EQ(docs_of("\x1e\nfirst\n\x1e\n"), (V{"first"}));          // leading separator
-  EXPECT_EQ(docs_of("a\n\n\x1e\n"), (V{"a\n"}));                   // a trailing blank line is content
-  EXPECT_EQ(docs_of("a\n\x1e"), (V{"a"}));                          // separator at end of file, no newline
+  EXPECT_EQ(docs_of("a\n\x1e\n\n\x1e\nb"), (V{"a", "b"}));  // empty document skipped, tail kept
+  EXPECT_EQ(docs_of("x\x1ey\n\x1e\n"), (V{"x\x1ey"}));  // 0x1E inside a line is text
+  EXPECT_EQ(docs_of("\x1e\nfirst\n\x1e\n"), (V{"first"}));  // leading separator
+  EXPECT_EQ(docs_of("a\n\n\x1e\n"), (V{"a\n"}));  // a trailing blank line is content
+  EXPECT_EQ(docs_of("a\n\x1e"), (V{"a"}));  // separator at end of file, no newline
   EXPECT_EQ(docs_of(""), V{});
 }
 
@@ -85,10 +85,12 @@ TEST(Corpus, OpensFixtureInFileOrder) {
 // Two builds of the same text differ in `created` and `stage_seconds` only: one identity (cache keys and the runs'
 // `data` fingerprint). Another content hash is another corpus; a manifest without one is keyed by its bytes.
 TEST(Corpus, IdentityIsTheTextsContentHashNotTheBuildTime) {
-  const std::string a = "{\n \"version\": 1,\n \"created\": \"2026-12-06T02:11:40+00:00\",\n \"total_docs\": 3,\n"
-                        " \"content_hash\": \"1f572963161d12d9c5f925c4e7be533a\",\n \"stage_seconds\": {\"extract\": 160.0}\n}\n";
-  const std::string b = "{\n \"version\": 1,\n \"created\": \"2026-12-06T21:32:01+00:00\",\n \"total_docs\": 3,\n"
-                        " \"content_hash\":\"1f572963161d12d9c5f925c4e7be533a\",\n \"stage_seconds\": {\"extract\": 168.0}\n}\n";
+  const std::string a =
+      "{\n \"version\": 1,\n \"created\": \"2026-12-06T02:11:40+00:00\",\n \"total_docs\": 3,\n"
+      " \"content_hash\": \"1f572963161d12d9c5f925c4e7be533a\",\n \"stage_seconds\": {\"extract\": 160.0}\n}\n";
+  const std::string b =
+      "{\n \"version\": 1,\n \"created\": \"2026-12-06T21:32:01+00:00\",\n \"total_docs\": 3,\n"
+      " \"content_hash\":\"1f572963161d12d9c5f925c4e7be533a\",\n \"stage_seconds\": {\"extract\": 168.0}\n}\n";
   std::string c = a;
   c.replace(c.find("1f57"), 4, "2f57");
   EXPECT_NE(xxh64(a), xxh64(b));

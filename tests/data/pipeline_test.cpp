@@ -359,7 +359,7 @@ TEST(Pipeline, StaleStagingTemporariesOfDeadProcessesAreRemoved) {
                                        stores / ("store.yaml.tmp." + dead),
                                        tmp.path / "cache" / "tokens" / ("x.tmp-" + dead + "-1")};
   const std::vector<fs::path> kept = {tokenizers / (s.tokenizer.key + ".tmp-" + parent + "-0"),  // a live process
-                                      tokenizers / (s.tokenizer.key + ".tmp-" + me + "-1"),      // this one
+                                      tokenizers / (s.tokenizer.key + ".tmp-" + me + "-1"),  // this one
                                       stores / ("notes.tmp"), stores / ("DONE.tmp-x-1"), stores / "a.tmp.12ab"};
   for (const fs::path& k : kept) write_file(k.string(), "keep");
   for (const auto& [what, run] : std::vector<std::pair<std::string, std::function<void()>>>{

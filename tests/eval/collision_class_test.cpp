@@ -21,12 +21,11 @@ class CollisionClass : public ::testing::Test {
  protected:
   static std::string train_tiny(const std::string& tag, const std::string& layout, int64_t params) {
     const ExperimentConfig cfg = load_experiment(
-        testing::kTinyConfig,
-        testing::with_sets(testing::tiny_fixture_sets(dir_),
-                           {"train.steps=3", "train.eval_interval=0", "train.eval_windows=8",
-                            "train.checkpoint_interval=0", "memory.layout=" + layout,
-                            "memory.target_params=" + std::to_string(params),
-                            "train.out_dir=" + (dir_ / tag).string()}));
+        testing::kTinyConfig, testing::with_sets(testing::tiny_fixture_sets(dir_),
+                                                 {"train.steps=3", "train.eval_interval=0", "train.eval_windows=8",
+                                                  "train.checkpoint_interval=0", "memory.layout=" + layout,
+                                                  "memory.target_params=" + std::to_string(params),
+                                                  "train.out_dir=" + (dir_ / tag).string()}));
     data::tokenize(cfg.data, cfg.tokenizer);
     data::DataSet ds = data::open_dataset(cfg.data, cfg.tokenizer);
     TrainOptions opt;
@@ -69,7 +68,8 @@ TEST_F(CollisionClass, ALargerTableLeavesMorePositionsClean) {
   double clean[2], all[2];
   int i = 0;
   for (int64_t params : {20000, 4000000}) {
-    TrainedModel tm = load_trained_model(train_tiny("size" + std::to_string(params), "engram", params), {.open_data = true});
+    TrainedModel tm =
+        load_trained_model(train_tiny("size" + std::to_string(params), "engram", params), {.open_data = true});
     const CollisionClassReport r = loss_by_collision_class(tm, 8);
     clean[i] = r.orders[0].share(0);
     all[i++] = r.orders[0].share(2);

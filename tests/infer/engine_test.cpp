@@ -101,7 +101,8 @@ struct EnvIo {
 };
 
 // Greedy decoding for n steps; returns the tokens and the logits of every step.
-std::vector<int32_t> greedy(Engine& e, const std::vector<int32_t>& p, int64_t n, std::vector<std::vector<float>>* logits = nullptr) {
+std::vector<int32_t> greedy(Engine& e, const std::vector<int32_t>& p, int64_t n,
+                            std::vector<std::vector<float>>* logits = nullptr) {
   const int64_t s = e.open({0.0, 0, 0});
   e.feed(s, p);
   std::vector<int32_t> out;
@@ -327,7 +328,8 @@ TEST_F(EngineTest, AFailedReadLeavesEverySessionAsBeforeTheCall) {
   for (const std::string name : {"pagegram_late", "pagegram"})
     for (const bool overlap : {true, false}) {
       TrainedModel tm = load_trained_model(ckpt(name), {.open_data = false, .table_ready = true, .micro_batch = 1});
-      auto fs = std::make_unique<FailingSource>(ram_table_source(tm.mem()->table().layout(), tm.mem()->table().values().data()));
+      auto fs = std::make_unique<FailingSource>(
+          ram_table_source(tm.mem()->table().layout(), tm.mem()->table().values().data()));
       FailingSource* failing = fs.get();
       Engine e(std::move(tm), std::move(fs), 16, overlap);
       std::unique_ptr<Engine> ref = engine(name);
@@ -499,7 +501,8 @@ TEST_F(EngineTest, GeneratePromptFileIsBounded) {
                                    {(dir_ / "no_such_prompt.txt").string(), "cannot open"}}) {
     const std::string out = (dir_ / "generate.out").string();
     const int rc = std::system((std::string(PG_BINARY_DIR "/pagegram generate --checkpoint ") + ckpt("pagegram") +
-                                " --prompt-file " + file + " > " + out + " 2>&1").c_str());
+                                " --prompt-file " + file + " > " + out + " 2>&1")
+                                   .c_str());
     ASSERT_TRUE(WIFEXITED(rc));
     EXPECT_EQ(WEXITSTATUS(rc), 2) << file;
     const std::string text = testing::slurp(out);
@@ -528,7 +531,8 @@ TEST_F(EngineTest, ServingNeedsTheTokenizerNotTheTokenStores) {
       e->encode("hello");
       ADD_FAILURE() << "encoded without a tokenizer";
     } catch (const UserError& ex) {
-      EXPECT_NE(std::string(ex.what()).find(model.string() + " is not in the data cache"), std::string::npos) << ex.what();
+      EXPECT_NE(std::string(ex.what()).find(model.string() + " is not in the data cache"), std::string::npos)
+          << ex.what();
     }
   }
   fs::rename(dir_ / "spm.model.away", model);
@@ -570,7 +574,7 @@ TEST_F(EngineTest, AnEndOfDocumentTokenCutsTheNgramsAsADocumentStartDoes) {
                     static_cast<int64_t>(both.size()), got.rows.data(), got.signs.data());
   EXPECT_NE(want.rows, got.rows);  // the cut matters for these tokens (else the logits check proves nothing)
   EXPECT_EQ(e->documents(a), docs);  // the engine cut where the store's document offsets are
-  EXPECT_EQ(e->documents(c), one);   // without the EOS: one document
+  EXPECT_EQ(e->documents(c), one);  // without the EOS: one document
   const std::span<const float> lc = e->logits(c);
   EXPECT_NE(0, std::memcmp(la.data(), lc.data(), la.size() * sizeof(float)));
   // A sampled EOS goes through the same cut (Engine::step calls cut_after_eos on the token it appends).

@@ -69,10 +69,18 @@ uint16_t random_bf16(std::mt19937_64& g) {
   const uint16_t sign = static_cast<uint16_t>(g() & 0x8000u), man = static_cast<uint16_t>(g() & 0x7Fu);
   int e;
   switch (g() % 6) {
-    case 0: e = 0; break;                                  // denormal (or zero)
-    case 1: e = 1 + static_cast<int>(g() % 8); break;      // tiny normal
-    case 2: e = 127 - 63 + static_cast<int>(g() % 3); break;  // ~2^-63: products ~2^-126
-    default: e = 127 - 8 + static_cast<int>(g() % 16); break;
+    case 0:
+      e = 0;
+      break;  // denormal (or zero)
+    case 1:
+      e = 1 + static_cast<int>(g() % 8);
+      break;  // tiny normal
+    case 2:
+      e = 127 - 63 + static_cast<int>(g() % 3);
+      break;  // ~2^-63: products ~2^-126
+    default:
+      e = 127 - 8 + static_cast<int>(g() % 16);
+      break;
   }
   return static_cast<uint16_t>(sign | (e << 7) | man);
 }
@@ -86,9 +94,15 @@ TEST(Bf16Instruction, Vdpbf16psTakesTheOddElementFirstWithDazAndFtz) {
     const uint32_t b = random_bf16(g) | static_cast<uint32_t>(random_bf16(g)) << 16;
     float acc;
     switch (g() % 3) {
-      case 0: acc = from_bits(static_cast<uint32_t>(g() & 0x807FFFFFu)); break;  // denormal accumulator
-      case 1: acc = -gemm::from_bf16(static_cast<uint16_t>(a >> 16)) * gemm::from_bf16(static_cast<uint16_t>(b >> 16)); break;
-      default: acc = std::ldexp(static_cast<float>(g() % 100000) - 50000.0f, -static_cast<int>(g() % 140)); break;
+      case 0:
+        acc = from_bits(static_cast<uint32_t>(g() & 0x807FFFFFu));
+        break;  // denormal accumulator
+      case 1:
+        acc = -gemm::from_bf16(static_cast<uint16_t>(a >> 16)) * gemm::from_bf16(static_cast<uint16_t>(b >> 16));
+        break;
+      default:
+        acc = std::ldexp(static_cast<float>(g() % 100000) - 50000.0f, -static_cast<int>(g() % 140));
+        break;
     }
     const float hw = vdpbf16ps(acc, a, b), model = dp_model(acc, a, b);
     ASSERT_EQ(bits(hw), bits(model)) << std::hex << "acc " << bits(acc) << " a " << a << " b " << b;
@@ -108,9 +122,9 @@ TEST(Bf16Instruction, RoundingMatchesVcvtneps2bf16) {
   std::mt19937_64 g(3);
   for (int it = 0; it < 400000; ++it) {
     uint32_t u = static_cast<uint32_t>(g());
-    if (it % 4 == 0) u &= 0x807FFFFFu;                      // denormals
+    if (it % 4 == 0) u &= 0x807FFFFFu;  // denormals
     if (it % 7 == 0) u = (u & 0x80000000u) | 0x7F800000u | (it % 2 ? (u & 0x7FFFFFu) : 0u);  // inf / NaN
-    if (it % 5 == 0) u = (u & 0xFFFF0000u) | 0x8000u;        // exact ties
+    if (it % 5 == 0) u = (u & 0xFFFF0000u) | 0x8000u;  // exact ties
     const float x = from_bits(u);
     ASSERT_EQ(gemm::to_bf16(x), vcvtneps2bf16(x)) << std::hex << u;
   }
@@ -122,8 +136,8 @@ std::vector<float> matrix(size_t n, uint32_t seed) {
   std::mt19937 g(seed + 1000);
   for (float& x : v) {
     const uint32_t r = g() % 16;
-    if (r == 0) x = from_bits((g() & 0x807FFFFFu));            // denormal
-    else if (r == 1) x = std::ldexp(x, -63);                    // products around 2^-126
+    if (r == 0) x = from_bits((g() & 0x807FFFFFu));  // denormal
+    else if (r == 1) x = std::ldexp(x, -63);  // products around 2^-126
     else if (r == 2) x = std::ldexp(x, -120);
   }
   return v;
@@ -148,10 +162,8 @@ std::vector<std::pair<isa::Isa, std::string>> kernel_sets() {
 
 // The scalar definition of the active kernels' bits: the AMX order for the AMX driver, else VDPBF16PS's.
 void reference(int64_t M, int64_t N, int64_t K, View a, View b, float* c, int64_t ldc, bool accumulate) {
-  if (kern::active_bf16().core)
-    gemm::gemm_bf16_amx_reference(M, N, K, a, b, c, ldc, accumulate);
-  else
-    gemm::gemm_bf16_reference(M, N, K, a, b, c, ldc, accumulate);
+  if (kern::active_bf16().core) gemm::gemm_bf16_amx_reference(M, N, K, a, b, c, ldc, accumulate);
+  else gemm::gemm_bf16_reference(M, N, K, a, b, c, ldc, accumulate);
 }
 
 class Bf16Gemm : public ::testing::Test {
@@ -183,7 +195,8 @@ TEST_F(Bf16Gemm, EveryKernelGivesTheReferenceBitsInEveryLayout) {
       for (int at : {0, 1, 2})
         for (int bt : {0, 1, 2})
           for (bool acc : {false, true}) {
-            SCOPED_TRACE(::testing::Message() << M << "x" << N << "x" << K << " at " << at << " bt " << bt << " acc " << acc);
+            SCOPED_TRACE(::testing::Message()
+                         << M << "x" << N << "x" << K << " at " << at << " bt " << bt << " acc " << acc);
             const View av = view(a, at, M, K);
             const View bv = view(b, bt, K, N);
             std::vector<float> want = c0, got = c0;
@@ -252,12 +265,9 @@ TEST_F(Bf16Gemm, ChoiceAndNames) {
   EXPECT_THROW(kern::select_bf16("fp8"), UserError);
   const std::string name = kern::bf16_name();
   if (!std::getenv("PAGEGRAM_BF16")) {
-    if (kern::amx_bf16() && kern::amx_status().bit_identical)
-      EXPECT_EQ(name, "amx");
-    else if (kern::active_isa() == isa::Isa::avx512 && kern::native_bf16())
-      EXPECT_EQ(name, "vdpbf16ps");
-    else
-      EXPECT_EQ(name, std::string("emulated (") + kern::active_name() + ")");
+    if (kern::amx_bf16() && kern::amx_status().bit_identical) EXPECT_EQ(name, "amx");
+    else if (kern::active_isa() == isa::Isa::avx512 && kern::native_bf16()) EXPECT_EQ(name, "vdpbf16ps");
+    else EXPECT_EQ(name, std::string("emulated (") + kern::active_name() + ")");
   }
   kern::select_bf16("amx-emulated");
   EXPECT_EQ(kern::bf16_name(), std::string("amx-emulated (") + kern::active_name() + ")");

@@ -55,7 +55,8 @@ TEST(CoreKernels, EveryIsaComputesTheFmaChainOfEachGemmElement) {
   const auto isas = isa::supported();
   ASSERT_FALSE(isas.empty()) << "the test machine lacks AVX2 + FMA";
   int cases = 0;
-  for (Shape s : {Shape{1, 1, 1}, {3, 70, 33}, {14, 32, 16}, {15, 33, 17}, {13, 7, 5}, {29, 100, 385}, {170, 40, 800}}) {
+  for (Shape s :
+       {Shape{1, 1, 1}, {3, 70, 33}, {14, 32, 16}, {15, 33, 17}, {13, 7, 5}, {29, 100, 385}, {170, 40, 800}}) {
     for (int ta = 0; ta < 2; ++ta)
       for (int tb = 0; tb < 2; ++tb)
         for (int acc = 0; acc < 2; ++acc) {
@@ -65,8 +66,8 @@ TEST(CoreKernels, EveryIsaComputesTheFmaChainOfEachGemmElement) {
           const auto ref = fma_chain(s.M, s.N, s.K, a, b, C0, acc);
           for (isa::Isa i : isas) {
             const auto got = run_gemm(kern::kernels_for(i), s.M, s.N, s.K, a, b, C0, acc);
-            EXPECT_TRUE(same_bits(got, ref)) << isa::name(i) << " M" << s.M << " N" << s.N << " K" << s.K << " ta"
-                                             << ta << " tb" << tb << " acc" << acc;
+            EXPECT_TRUE(same_bits(got, ref)) << isa::name(i) << " M" << s.M << " N" << s.N << " K" << s.K << " ta" << ta
+                                             << " tb" << tb << " acc" << acc;
             ++cases;
           }
         }

@@ -114,9 +114,9 @@ TEST(Primes, PrimalityAndSelection) {
   EXPECT_TRUE(is_prime(2));
   EXPECT_TRUE(is_prime(48823));
   EXPECT_TRUE(is_prime(48821));
-  EXPECT_FALSE(is_prime(48827));                   // 157 * 311
+  EXPECT_FALSE(is_prime(48827));  // 157 * 311
   EXPECT_TRUE(is_prime(18446744073709551557ULL));  // largest 64-bit prime
-  EXPECT_FALSE(is_prime(3215031751ULL));           // strong pseudoprime to bases 2, 3, 5, 7
+  EXPECT_FALSE(is_prime(3215031751ULL));  // strong pseudoprime to bases 2, 3, 5, 7
   EXPECT_EQ(nearest_primes(48828.125, 3), (std::vector<int64_t>{48823, 48821, 48817}));
   EXPECT_EQ(nearest_primes(10.0, 4), (std::vector<int64_t>{11, 7, 13, 5}));
   EXPECT_EQ(nearest_primes(1.0, 2), (std::vector<int64_t>{2, 3}));
@@ -127,7 +127,7 @@ TEST(Primes, PrimalityAndSelection) {
 TEST(EngramNormalize, ChainOnCoveredRanges) {
   EXPECT_EQ(engram_normalize("Hello"), "hello");
   EXPECT_EQ(engram_normalize("  Hello\t\n World  "), "hello world");
-  EXPECT_EQ(engram_normalize(" "), " ");     // a lone space is kept
+  EXPECT_EQ(engram_normalize(" "), " ");  // a lone space is kept
   EXPECT_EQ(engram_normalize("\t\n"), " ");  // collapses to a lone space, kept
   EXPECT_EQ(engram_normalize(" the"), "the");
   EXPECT_EQ(engram_normalize("Éçole"), "ecole");
@@ -135,9 +135,9 @@ TEST(EngramNormalize, ChainOnCoveredRanges) {
   EXPECT_EQ(engram_normalize("ÆØÅ"), "æøa");
   EXPECT_EQ(engram_normalize("Łódź"), "łodz");
   EXPECT_EQ(engram_normalize("İstanbul"), "istanbul");
-  EXPECT_EQ(engram_normalize("e\xCC\x81"), "e");    // e + combining acute
+  EXPECT_EQ(engram_normalize("e\xCC\x81"), "e");  // e + combining acute
   EXPECT_EQ(engram_normalize("ＡＢＣ１"), "abc1");  // fullwidth
-  EXPECT_EQ(engram_normalize("ﬁne"), "fine");       // ligature
+  EXPECT_EQ(engram_normalize("ﬁne"), "fine");  // ligature
   EXPECT_EQ(engram_normalize("a\xC2\xA0"
                              "b"),
             "a b");  // NBSP

@@ -44,7 +44,7 @@ const LayoutCase kCases[] = {
     {"pagegram_s15", "pagegram", 15, false},
 };
 
-constexpr int64_t kD = 96;       // model width (flat rows are 96 wide: a partial sign word)
+constexpr int64_t kD = 96;  // model width (flat rows are 96 wide: a partial sign word)
 constexpr int64_t kVocab = 500;  // small vocabulary: frequent repeats and collisions
 
 MemoryConfig config_for(const LayoutCase& c, int64_t target = 600000) {
@@ -398,7 +398,8 @@ TEST(LayoutRegistry, EveryRegisteredLayoutHasAConformanceCase) {
   const std::vector<std::string> names = layout_names();
   ASSERT_FALSE(names.empty());
   for (const std::string& name : names) {
-    const bool covered = std::any_of(std::begin(kCases), std::end(kCases), [&](const LayoutCase& c) { return name == c.layout; });
+    const bool covered =
+        std::any_of(std::begin(kCases), std::end(kCases), [&](const LayoutCase& c) { return name == c.layout; });
     EXPECT_TRUE(covered) << "layout '" << name << "' is registered (memory/layout.cpp) but has no case in kCases";
     EXPECT_TRUE(is_layout_name(name));
   }

@@ -81,7 +81,8 @@ TEST(Readout, ProjectionBackwardOverwritesOrAddsToDu) {
     for (int64_t d = 0; d < D; ++d) {
       double ref = 0;
       for (int64_t t = 0; t < N; ++t) ref += static_cast<double>(de[t * C + c]) * u[t * D + d];
-      ASSERT_NEAR(dw[static_cast<size_t>(c * D + d)], ref, 1e-4 * (1 + std::fabs(ref))) << "dW[" << c << ", " << d << "]";
+      ASSERT_NEAR(dw[static_cast<size_t>(c * D + d)], ref, 1e-4 * (1 + std::fabs(ref)))
+          << "dW[" << c << ", " << d << "]";
     }
   EXPECT_EQ(0, std::memcmp(dw.data(), dw2.data(), dw.size() * sizeof(float))) << "dW must not depend on du's mode";
 }

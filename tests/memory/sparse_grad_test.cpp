@@ -88,15 +88,16 @@ void expect_radix_equals_wide_path(int64_t row0, int64_t rows_below) {
   sparse_grad(wide, dout.data(), width, false, gw, s2);
   ASSERT_EQ(g.size(), gw.size()) << "rows from " << row0;
   ASSERT_TRUE(std::is_sorted(g.rows.begin(), g.rows.end()));
-  for (int64_t u = 0; u < g.size(); ++u) ASSERT_EQ(g.rows[static_cast<size_t>(u)] + shift, gw.rows[static_cast<size_t>(u)]);
+  for (int64_t u = 0; u < g.size(); ++u)
+    ASSERT_EQ(g.rows[static_cast<size_t>(u)] + shift, gw.rows[static_cast<size_t>(u)]);
   ASSERT_EQ(g.values.size(), gw.values.size());
   EXPECT_EQ(0, std::memcmp(g.values.data(), gw.values.data(), g.values.size() * sizeof(float)));
 }
 
 TEST(SparseGrad, RadixSortPathEqualsTheWideRowPath) {
-  expect_radix_equals_wide_path(0, 300);                                 // one radix pass
-  expect_radix_equals_wide_path(int64_t{UINT32_MAX} - 299, 300);         // three passes, rows up to 2^32 - 1
-  expect_radix_equals_wide_path(int64_t{1} << 20, int64_t{1} << 21);     // two passes, few repeats
+  expect_radix_equals_wide_path(0, 300);  // one radix pass
+  expect_radix_equals_wide_path(int64_t{UINT32_MAX} - 299, 300);  // three passes, rows up to 2^32 - 1
+  expect_radix_equals_wide_path(int64_t{1} << 20, int64_t{1} << 21);  // two passes, few repeats
 }
 
 }  // namespace

@@ -61,7 +61,8 @@ TEST(Decoder, PrefillLossesEqualTheTrainingForwardPass) {
   dec.forward(std::span<const int32_t>(w.data(), static_cast<size_t>(c.context)), cs, logits.data());
   EXPECT_EQ(cache.length(), c.context);
   for (int64_t t = 0; t < c.context; ++t)
-    EXPECT_NEAR(ce(logits.data() + t * c.vocab, c.vocab, w[static_cast<size_t>(t + 1)]), ref[static_cast<size_t>(t)], kTol)
+    EXPECT_NEAR(ce(logits.data() + t * c.vocab, c.vocab, w[static_cast<size_t>(t + 1)]), ref[static_cast<size_t>(t)],
+                kTol)
         << "position " << t;
 }
 
@@ -113,7 +114,8 @@ TEST(Decoder, ABatchOfSequencesEqualsEachAloneAndThreadCountsAgree) {
     }
     std::vector<int32_t> last;
     std::vector<KvCache*> cs;
-    for (int64_t s = 0; s < S; ++s) last.push_back(seqs[static_cast<size_t>(s)].back()), cs.push_back(&caches[static_cast<size_t>(s)]);
+    for (int64_t s = 0; s < S; ++s)
+      last.push_back(seqs[static_cast<size_t>(s)].back()), cs.push_back(&caches[static_cast<size_t>(s)]);
     dec.forward(last, cs, logits.data());
     omp_set_num_threads(2);
     return logits;
@@ -127,7 +129,8 @@ TEST(Decoder, ABatchOfSequencesEqualsEachAloneAndThreadCountsAgree) {
     std::vector<KvCache*> cs(q.size(), &cache);
     std::vector<float> out(static_cast<size_t>(V));
     dec.forward(q, cs, out.data(), true);
-    EXPECT_EQ(0, std::memcmp(out.data(), b1.data() + s * V, static_cast<size_t>(V) * sizeof(float))) << "sequence " << s;
+    EXPECT_EQ(0, std::memcmp(out.data(), b1.data() + s * V, static_cast<size_t>(V) * sizeof(float)))
+        << "sequence " << s;
   }
 }
 

@@ -74,12 +74,13 @@ std::vector<std::string> with(std::vector<std::string> a, const std::vector<std:
 
 TEST(DiskFull, ATableFileWriteKeepsThePreviousFile) {
   testing::TempDir d;
-  const std::vector<std::string> sets = with({}, testing::with_sets(testing::tiny_fixture_sets(d.path),
-                                                                    {"memory.layout=pagegram", "memory.target_params=2000000"}));
+  const std::vector<std::string> sets =
+      with({}, testing::with_sets(testing::tiny_fixture_sets(d.path),
+                                  {"memory.layout=pagegram", "memory.target_params=2000000"}));
   for (const std::string format : {"nf4", "mxfp8"}) {
     const std::string path = (d.path / (format + ".pgt")).string();
     std::vector<std::string> args = {"export", "--config", testing::kTinyConfig, "--fill", "random", "--format", format,
-                                     "--out", path};
+                                     "--out",  path};
     args.insert(args.end(), sets.begin(), sets.end());
     const auto [ok, ok_err] = run_limited(RLIM_INFINITY, args, d.path);
     ASSERT_EQ(ok, 0) << ok_err;
@@ -97,8 +98,8 @@ TEST(DiskFull, ATableFileWriteKeepsThePreviousFile) {
 
 TEST(DiskFull, ATokenStoreWriteLeavesNoStoreThatLooksComplete) {
   testing::TempDir d;
-  const std::vector<std::string> args = with({"data", "tokenize", "--config", testing::kTinyConfig},
-                                             testing::tiny_fixture_sets(d.path));
+  const std::vector<std::string> args =
+      with({"data", "tokenize", "--config", testing::kTinyConfig}, testing::tiny_fixture_sets(d.path));
   const auto [ok, ok_err] = run_limited(RLIM_INFINITY, args, d.path);
   ASSERT_EQ(ok, 0) << ok_err;
   ExperimentConfig c = load_experiment(testing::kTinyConfig, testing::tiny_fixture_sets(d.path));
@@ -121,12 +122,13 @@ TEST(DiskFull, ATokenStoreWriteLeavesNoStoreThatLooksComplete) {
 TEST(DiskFull, ATrainingCheckpointAndLogKeepTheirPreviousVersions) {
   testing::TempDir d;
   const std::string run = (d.path / "run").string();
-  const std::vector<std::string> args = with({"train", "--config", testing::kTinyConfig, "--resume", "--stop-after", "2"},
-                                             testing::with_sets(testing::tiny_fixture_sets(d.path),
-                                                                {"memory.layout=pagegram", "memory.target_params=300000",
-                                                                 "train.eval_interval=0", "train.out_dir=" + run}));
-  const auto [tk, tk_err] = run_limited(RLIM_INFINITY, with({"data", "tokenize", "--config", testing::kTinyConfig},
-                                                            testing::tiny_fixture_sets(d.path)), d.path);
+  const std::vector<std::string> args = with(
+      {"train", "--config", testing::kTinyConfig, "--resume", "--stop-after", "2"},
+      testing::with_sets(testing::tiny_fixture_sets(d.path), {"memory.layout=pagegram", "memory.target_params=300000",
+                                                              "train.eval_interval=0", "train.out_dir=" + run}));
+  const auto [tk, tk_err] = run_limited(
+      RLIM_INFINITY, with({"data", "tokenize", "--config", testing::kTinyConfig}, testing::tiny_fixture_sets(d.path)),
+      d.path);
   ASSERT_EQ(tk, 0) << tk_err;
   const auto [ok, ok_err] = run_limited(RLIM_INFINITY, args, d.path);
   ASSERT_EQ(ok, 0) << ok_err;

@@ -41,9 +41,7 @@ TEST(EvalStream, CutFromStoreMatchesWholeStore) {
   const int64_t H = L->heads(), N = static_cast<int64_t>(store.n_tokens());
   std::vector<int64_t> all(static_cast<size_t>(N * H));
   std::vector<uint64_t> signs(static_cast<size_t>(N * H * L->sign_words()));
-  store.with_ids([&](auto ids) {
-    compute_addresses(*L, ids, store.doc_offsets(), 0, N, all.data(), signs.data());
-  });
+  store.with_ids([&](auto ids) { compute_addresses(*L, ids, store.doc_offsets(), 0, N, all.data(), signs.data()); });
   for (uint64_t begin : {uint64_t{0}, uint64_t{1}, uint64_t{2}, uint64_t{57}, uint64_t{200}}) {
     for (uint64_t n : {uint64_t{1}, uint64_t{100}, uint64_t{100000}}) {
       const EvalStream s = stream_from_store(store, begin, n, 3);

@@ -48,10 +48,10 @@ class ExportTrained : public ::testing::Test {
   // A tiny PageGram model trained for two steps; head rows of 40 values (neither a multiple of NF4's 64 nor of
   // MXFP8's 32: the last group / block of every row is short).
   static void SetUpTestSuite() {
-    tiny_ = testing::TinyRun("export", {"train.steps=4", "train.eval_interval=0", "train.eval_windows=8",
-                                        "train.checkpoint_interval=0", "memory.layout=pagegram",
-                                        "memory.inject_layers=[0,1]", "memory.head_dim=40", "memory.target_params=200000",
-                                        "memory.lr_mult=200"});
+    tiny_ = testing::TinyRun(
+        "export", {"train.steps=4", "train.eval_interval=0", "train.eval_windows=8", "train.checkpoint_interval=0",
+                   "memory.layout=pagegram", "memory.inject_layers=[0,1]", "memory.head_dim=40",
+                   "memory.target_params=200000", "memory.lr_mult=200"});
     dir_ = tiny_.dir();
     cfg_ = tiny_.config("run");
     cfg_.train.threads = tiny_.base().train.threads;
@@ -137,7 +137,8 @@ TEST_F(ExportTrained, CommandWritesEitherFormatAndReportsAllThreeLosses) {
   if (!fs::exists(binary)) GTEST_SKIP() << binary << " is not built (cmake --build build --target pagegram)";
   auto run = [&](const std::string& args, const std::string& name) {
     const std::string out = (dir_ / (name + ".out")).string();
-    const int rc = std::system((binary + " export --checkpoint " + checkpoint_ + " " + args + " > " + out + " 2>&1").c_str());
+    const int rc =
+        std::system((binary + " export --checkpoint " + checkpoint_ + " " + args + " > " + out + " 2>&1").c_str());
     return std::pair{rc, testing::slurp(out)};
   };
   const std::string mx = (dir_ / "cli_mx.pgt").string(), nf = (dir_ / "cli_nf.pgt").string();
@@ -146,9 +147,10 @@ TEST_F(ExportTrained, CommandWritesEitherFormatAndReportsAllThreeLosses) {
   EXPECT_NE(text.find("(mxfp8, 42 bytes per row)"), std::string::npos) << text;
   EXPECT_NE(text.find("verified"), std::string::npos) << text;
   std::smatch m;
-  ASSERT_TRUE(std::regex_search(text, m, std::regex("held-out over 4 windows: fp32 table ([0-9.]+) nats, NF4 table "
-                                                    "([0-9.]+) nats, difference ([-+0-9.]+) \\(report: \\+0.0004\\), "
-                                                    "MXFP8 table ([0-9.]+) nats, MXFP8 - fp32 ([-+0-9.]+) \\(")))
+  ASSERT_TRUE(std::regex_search(text, m,
+                                std::regex("held-out over 4 windows: fp32 table ([0-9.]+) nats, NF4 table "
+                                           "([0-9.]+) nats, difference ([-+0-9.]+) \\(report: \\+0.0004\\), "
+                                           "MXFP8 table ([0-9.]+) nats, MXFP8 - fp32 ([-+0-9.]+) \\(")))
       << text;
   const double fp32 = std::stod(m[1]), nf4 = std::stod(m[2]), mxfp8 = std::stod(m[4]);
   EXPECT_NEAR(std::stod(m[3]), nf4 - fp32, 2e-6);

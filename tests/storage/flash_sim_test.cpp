@@ -38,7 +38,8 @@ std::vector<uint32_t> random_stream(uint64_t seed, int64_t n, int64_t universe, 
   for (auto& x : s) {
     if (skewed) {  // Zipf-like ranks, scrambled
       const double u = r.uniform();
-      const int64_t k = std::min<int64_t>(universe - 1, static_cast<int64_t>(std::exp(u * std::log(universe + 1.0))) - 1);
+      const int64_t k =
+          std::min<int64_t>(universe - 1, static_cast<int64_t>(std::exp(u * std::log(universe + 1.0))) - 1);
       x = static_cast<uint32_t>(mix64(static_cast<uint64_t>(k) + seed) % static_cast<uint64_t>(universe));
     } else {
       x = static_cast<uint32_t>(r.below(static_cast<uint64_t>(universe)));
@@ -226,7 +227,7 @@ TEST(FlashSweep, ParsesArguments) {
   EXPECT_THROW(parse_flash_layout("pagegram:x", 4), UserError);
   EXPECT_EQ(parse_flash_layout("pagegram", 4).label(), "pagegram(S=4)");
   EXPECT_EQ(parse_flash_layout("pagegram:15", 4).slots, 15);
-  EXPECT_THROW(parse_flash_layout("pagegram:0", 4), UserError);     // memory.slots' range [1, 4096]
+  EXPECT_THROW(parse_flash_layout("pagegram:0", 4), UserError);  // memory.slots' range [1, 4096]
   EXPECT_THROW(parse_flash_layout("pagegram:4097", 4), UserError);
 }
 

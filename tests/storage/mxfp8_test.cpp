@@ -21,34 +21,34 @@ using mxfp8::e4m3_encode;
 uint32_t bits(float x) { return std::bit_cast<uint32_t>(x); }
 
 TEST(Mxfp8, E4M3HandEncodings) {
-  EXPECT_EQ(e4m3_encode(1.0f), 0x38);                   // exponent 7 (bias 7), mantissa 0
+  EXPECT_EQ(e4m3_encode(1.0f), 0x38);  // exponent 7 (bias 7), mantissa 0
   EXPECT_EQ(e4m3_encode(-1.0f), 0xB8);
-  EXPECT_EQ(e4m3_encode(1.125f), 0x39);                 // 1 + 1/8
-  EXPECT_EQ(e4m3_encode(3.0f), 0x44);                   // 1.5 * 2^1: exponent 8, mantissa 4
-  EXPECT_EQ(e4m3_encode(448.0f), 0x7E);                 // the largest finite value
+  EXPECT_EQ(e4m3_encode(1.125f), 0x39);  // 1 + 1/8
+  EXPECT_EQ(e4m3_encode(3.0f), 0x44);  // 1.5 * 2^1: exponent 8, mantissa 4
+  EXPECT_EQ(e4m3_encode(448.0f), 0x7E);  // the largest finite value
   EXPECT_EQ(e4m3_encode(-448.0f), 0xFE);
   EXPECT_EQ(e4m3_encode(256.0f), 0x78);
-  EXPECT_EQ(e4m3_encode(std::ldexp(1.0f, -6)), 0x08);   // the smallest normal
-  EXPECT_EQ(e4m3_encode(std::ldexp(1.0f, -9)), 0x01);   // the smallest subnormal
-  EXPECT_EQ(e4m3_encode(std::ldexp(7.0f, -9)), 0x07);   // the largest subnormal 7 * 2^-9
+  EXPECT_EQ(e4m3_encode(std::ldexp(1.0f, -6)), 0x08);  // the smallest normal
+  EXPECT_EQ(e4m3_encode(std::ldexp(1.0f, -9)), 0x01);  // the smallest subnormal
+  EXPECT_EQ(e4m3_encode(std::ldexp(7.0f, -9)), 0x07);  // the largest subnormal 7 * 2^-9
   EXPECT_EQ(e4m3_encode(0.0f), 0x00);
-  EXPECT_EQ(e4m3_encode(-0.0f), 0x80);                  // the sign of zero is kept
-  EXPECT_EQ(e4m3_encode(0.1f), 0x1D);                   // 0.1 = 1.6 * 2^-4: mantissa 4.8 -> 5, 1.625/16 = 0.1015625
+  EXPECT_EQ(e4m3_encode(-0.0f), 0x80);  // the sign of zero is kept
+  EXPECT_EQ(e4m3_encode(0.1f), 0x1D);  // 0.1 = 1.6 * 2^-4: mantissa 4.8 -> 5, 1.625/16 = 0.1015625
   EXPECT_EQ(e4m3_decode(0x1D), 0.1015625f);
 }
 
 TEST(Mxfp8, E4M3RoundsToNearestEvenAndSaturates) {
   // Ties between neighbours go to the even code.
-  EXPECT_EQ(e4m3_encode(1.0625f), 0x38);                 // 1 and 1.125: tie -> 0x38
-  EXPECT_EQ(e4m3_encode(1.1875f), 0x3A);                 // 1.125 and 1.25: tie -> 0x3A
-  EXPECT_EQ(e4m3_encode(1.0626f), 0x39);                 // just above the tie
-  EXPECT_EQ(e4m3_encode(std::ldexp(0.5f, -9)), 0x00);    // 0 and 2^-9: tie -> 0
-  EXPECT_EQ(e4m3_encode(std::ldexp(1.5f, -9)), 0x02);    // 2^-9 and 2^-8: tie -> 0x02
-  EXPECT_EQ(e4m3_encode(std::ldexp(7.5f, -9)), 0x08);    // largest subnormal and smallest normal: tie -> 0x08
+  EXPECT_EQ(e4m3_encode(1.0625f), 0x38);  // 1 and 1.125: tie -> 0x38
+  EXPECT_EQ(e4m3_encode(1.1875f), 0x3A);  // 1.125 and 1.25: tie -> 0x3A
+  EXPECT_EQ(e4m3_encode(1.0626f), 0x39);  // just above the tie
+  EXPECT_EQ(e4m3_encode(std::ldexp(0.5f, -9)), 0x00);  // 0 and 2^-9: tie -> 0
+  EXPECT_EQ(e4m3_encode(std::ldexp(1.5f, -9)), 0x02);  // 2^-9 and 2^-8: tie -> 0x02
+  EXPECT_EQ(e4m3_encode(std::ldexp(7.5f, -9)), 0x08);  // largest subnormal and smallest normal: tie -> 0x08
   EXPECT_EQ(e4m3_encode(std::ldexp(0.49f, -9)), 0x00);
   EXPECT_EQ(e4m3_encode(-std::ldexp(0.49f, -9)), 0x80);  // rounds to -0
-  EXPECT_EQ(e4m3_encode(432.0f), 0x7E);                  // 416 and 448: tie -> 0x7E (even)
-  EXPECT_EQ(e4m3_encode(431.9f), 0x7D);                  // 416
+  EXPECT_EQ(e4m3_encode(432.0f), 0x7E);  // 416 and 448: tie -> 0x7E (even)
+  EXPECT_EQ(e4m3_encode(431.9f), 0x7D);  // 416
   EXPECT_EQ(e4m3_encode(447.99f), 0x7E);
   // Beyond 448 (even past the 464 midpoint to the nonexistent 480): saturate, never the NaN code 0x7F.
   for (float y : {448.5f, 463.9f, 464.0f, 480.0f, 511.0f, 1e6f, std::numeric_limits<float>::max()}) {
@@ -90,16 +90,16 @@ TEST(Mxfp8, E8M0ScaleFollowsTheOcpRule) {
   EXPECT_EQ(mxfp8::e8m0_decode(254), std::ldexp(1.0f, 127));
   EXPECT_TRUE(std::isnan(mxfp8::e8m0_decode(0xFF)));
   // shared exponent = floor(log2 amax) - 8, biased by 127.
-  EXPECT_EQ(mxfp8::scale_for_absmax(1.0f), 119);    // 2^-8
+  EXPECT_EQ(mxfp8::scale_for_absmax(1.0f), 119);  // 2^-8
   EXPECT_EQ(mxfp8::scale_for_absmax(1.99f), 119);
   EXPECT_EQ(mxfp8::scale_for_absmax(2.0f), 120);
   EXPECT_EQ(mxfp8::scale_for_absmax(3.0f), 120);
   EXPECT_EQ(mxfp8::scale_for_absmax(448.0f), 127);  // floor(log2 448) = 8
-  EXPECT_EQ(mxfp8::scale_for_absmax(0.01f), 112);   // floor(log2 0.01) = -7 -> -15
-  EXPECT_EQ(mxfp8::scale_for_absmax(0.0f), 0);      // zero block: clamped to the smallest scale
-  EXPECT_EQ(mxfp8::scale_for_absmax(std::ldexp(1.0f, -119)), 0);   // -127 exactly
+  EXPECT_EQ(mxfp8::scale_for_absmax(0.01f), 112);  // floor(log2 0.01) = -7 -> -15
+  EXPECT_EQ(mxfp8::scale_for_absmax(0.0f), 0);  // zero block: clamped to the smallest scale
+  EXPECT_EQ(mxfp8::scale_for_absmax(std::ldexp(1.0f, -119)), 0);  // -127 exactly
   EXPECT_EQ(mxfp8::scale_for_absmax(std::ldexp(1.0f, -118)), 1);
-  EXPECT_EQ(mxfp8::scale_for_absmax(std::ldexp(1.0f, -140)), 0);   // fp32 subnormal
+  EXPECT_EQ(mxfp8::scale_for_absmax(std::ldexp(1.0f, -140)), 0);  // fp32 subnormal
   EXPECT_EQ(mxfp8::scale_for_absmax(std::numeric_limits<float>::max()), 246);  // never 0xFF
 }
 
@@ -109,7 +109,7 @@ TEST(Mxfp8, HandComputedRow) {
   x[0] = 1.0f;
   x[1] = 0.5f;
   x[2] = -3.0f;
-  x[3] = 0.015f;   // 1.92 = 1 + 7.36/8 -> mantissa 7: 1.875
+  x[3] = 0.015f;  // 1.92 = 1 + 7.36/8 -> mantissa 7: 1.875
   x[4] = 0.0155f;  // 1.984 = 1 + 7.87/8 -> mantissa 8: carries into the exponent, 2.0
   ASSERT_EQ(mxfp8::row_bytes(32), 33);
   std::vector<uint8_t> q(33, 0xAB);
@@ -127,7 +127,7 @@ TEST(Mxfp8, HandComputedRow) {
   EXPECT_EQ(y[1], 0.5f);
   EXPECT_EQ(y[2], -3.0f);
   EXPECT_EQ(y[3], 0.0146484375f);  // 1.875 * 2^-7
-  EXPECT_EQ(y[4], 0.015625f);      // 2 * 2^-7
+  EXPECT_EQ(y[4], 0.015625f);  // 2 * 2^-7
   EXPECT_EQ(mxfp8::block_scale(q.data(), 0), std::ldexp(1.0f, -7));
   for (int i = 5; i < 32; ++i) EXPECT_EQ(bits(y[static_cast<size_t>(i)]), 0u) << i;
 }
@@ -163,8 +163,8 @@ TEST(Mxfp8, ZeroBlocksAndRowsStayExactlyZero) {
   x[70] = -0.25f;
   std::vector<uint8_t> q(static_cast<size_t>(mxfp8::row_bytes(96)));
   ASSERT_TRUE(mxfp8::quantize_row(x.data(), 96, q.data()));
-  EXPECT_EQ(q[0], 121);   // floor(log2 5) = 2
-  EXPECT_EQ(q[33], 0);    // block 1: all zero
+  EXPECT_EQ(q[0], 121);  // floor(log2 5) = 2
+  EXPECT_EQ(q[33], 0);  // block 1: all zero
   EXPECT_EQ(q[66], 117);  // floor(log2 0.25) = -2
   mxfp8::dequantize_row(q.data(), 96, y.data());
   for (int i = 0; i < 96; ++i) EXPECT_EQ(y[static_cast<size_t>(i)], x[static_cast<size_t>(i)]) << i;
@@ -182,10 +182,10 @@ TEST(Mxfp8, WidthNotAMultipleOf32) {
   x[98] = 0.0f;
   std::vector<uint8_t> q(104, 0xAB);
   ASSERT_TRUE(mxfp8::quantize_row(x.data(), w, q.data()));
-  EXPECT_EQ(q[0], 124);   // 32: floor(log2) 5 -> -3
+  EXPECT_EQ(q[0], 124);  // 32: floor(log2) 5 -> -3
   EXPECT_EQ(q[33], 125);  // 64: 6 -> -2
   EXPECT_EQ(q[66], 125);  // 96: 6 -> -2
-  EXPECT_EQ(q[99], 118);    // last block amax 0.75: floor(log2) -1 -> -9 (X = 2^-9), its own scale
+  EXPECT_EQ(q[99], 118);  // last block amax 0.75: floor(log2) -1 -> -9 (X = 2^-9), its own scale
   EXPECT_EQ(q[100], 0x78);  // 0.5 / 2^-9 = 256
   EXPECT_EQ(q[101], 0x68);  // 0.125 / 2^-9 = 64
   EXPECT_EQ(q[102], 0x00);
@@ -200,7 +200,8 @@ TEST(Mxfp8, WidthNotAMultipleOf32) {
   for (int64_t i = 0; i < w; ++i) {
     const float X = mxfp8::block_scale(q.data(), i / 32);
     EXPECT_LE(std::fabs(x[static_cast<size_t>(i)] - y[static_cast<size_t>(i)]),
-              std::max(std::fabs(x[static_cast<size_t>(i)]) / 16, X / 1024)) << i;
+              std::max(std::fabs(x[static_cast<size_t>(i)]) / 16, X / 1024))
+        << i;
   }
   EXPECT_EQ(y[96], 0.5f);
   EXPECT_EQ(y[97], 0.125f);
@@ -218,8 +219,7 @@ TEST(Mxfp8, RepresentableRowsRoundTripExactly) {
     for (int64_t b = 0; b < w; b += 32) {
       const int k = static_cast<int>(r.below(60)) - 30;  // the block's X = 2^k
       const int64_t n = std::min<int64_t>(32, w - b);
-      for (int64_t i = 0; i < n; ++i)
-        x[static_cast<size_t>(b + i)] = std::ldexp(finite[r.below(finite.size())], k);
+      for (int64_t i = 0; i < n; ++i) x[static_cast<size_t>(b + i)] = std::ldexp(finite[r.below(finite.size())], k);
       // the block's largest magnitude must be in [256, 448] X for the OCP scale to be 2^k
       x[static_cast<size_t>(b + static_cast<int64_t>(r.below(static_cast<uint64_t>(n))))] =
           std::ldexp(e4m3_decode(static_cast<uint8_t>(0x78 + r.below(7))) * (r.below(2) ? -1.0f : 1.0f), k);
@@ -298,7 +298,8 @@ TEST(Mxfp8, NonFiniteValuesAreRefusedWithTheRow) {
   }
   std::vector<float> ok(3 * 40, 0.3f);
   mxfp8::round_trip_table(ok.data(), 3, 40);
-  for (float v : ok) EXPECT_EQ(v, e4m3_decode(e4m3_encode(0.3f / 0x1p-10f)) * 0x1p-10f);  // 0.3: floor(log2) -2 -> X 2^-10
+  for (float v : ok)
+    EXPECT_EQ(v, e4m3_decode(e4m3_encode(0.3f / 0x1p-10f)) * 0x1p-10f);  // 0.3: floor(log2) -2 -> X 2^-10
 }
 
 }  // namespace

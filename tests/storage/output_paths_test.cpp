@@ -30,7 +30,8 @@ class OutputPaths : public ::testing::Test {
     sets_ = testing::with_sets(testing::tiny_fixture_sets(dir_),
                                {"train.steps=2", "train.eval_interval=0", "train.eval_windows=8",
                                 "memory.layout=pagegram", "memory.target_params=200000", "memory.inject_layers=[0,1]"});
-    cfg_ = load_experiment(testing::kTinyConfig, testing::with_sets(sets_, {"train.out_dir=" + (dir_ / "run").string()}));
+    cfg_ =
+        load_experiment(testing::kTinyConfig, testing::with_sets(sets_, {"train.out_dir=" + (dir_ / "run").string()}));
     data::tokenize(cfg_.data, cfg_.tokenizer);
     data::DataSet ds = data::open_dataset(cfg_.data, cfg_.tokenizer);
     TrainOptions opt;
@@ -48,7 +49,8 @@ class OutputPaths : public ::testing::Test {
     kinds_.push_back({"run record", (dir_ / "k.record.json").string()});
     write_text_atomic((dir_ / "k.notes.txt").string(), "my notes\n");
     kinds_.push_back({"text", (dir_ / "k.notes.txt").string()});
-    ASSERT_EQ(run("export --checkpoint " + (dir_ / "run/checkpoint.h5").string() + " --out " + p("k.table.pgt")).first, 0);
+    ASSERT_EQ(run("export --checkpoint " + (dir_ / "run/checkpoint.h5").string() + " --out " + p("k.table.pgt")).first,
+              0);
     kinds_.push_back({"table file", p("k.table.pgt")});
     ASSERT_EQ(run(stream_cmd("collisions --tokens 500") + " --out " + p("k.coll.h5")).first, 0);
     kinds_.push_back({"collisions output", p("k.coll.h5")});
@@ -75,7 +77,8 @@ class OutputPaths : public ::testing::Test {
   static std::string binary() { return PG_BINARY_DIR "/pagegram"; }
   // A one-run sweep of the fixture config (for `sweep slurm`).
   static std::string sweep_file() {
-    std::string text = "name: outs\nbase: " + testing::kTinyConfig + "\nout_dir: " + p("sweep_runs") + "\nseeds: [0]\nset:\n";
+    std::string text =
+        "name: outs\nbase: " + testing::kTinyConfig + "\nout_dir: " + p("sweep_runs") + "\nseeds: [0]\nset:\n";
     for (const auto& x : sets_) {
       const size_t eq = x.find('=');
       text += "  " + x.substr(0, eq) + ": " + x.substr(eq + 1) + "\n";
@@ -147,7 +150,8 @@ TEST_F(OutputPaths, TrainRefusesARunDirectoryItMustNotWrite) {
   const std::string before = testing::slurp((dir_ / "run/checkpoint.h5").string());
   // another config's run, with and without --resume
   for (const char* extra : {"", " --resume"}) {
-    const auto [rc, out] = run(train + " --set train.out_dir=" + (dir_ / "run").string() + " --set train.seed=7" + extra);
+    const auto [rc, out] =
+        run(train + " --set train.out_dir=" + (dir_ / "run").string() + " --set train.seed=7" + extra);
     EXPECT_EQ(rc, 2) << out;
     EXPECT_NE(out.find("holds a run of another config"), std::string::npos) << out;
   }
@@ -171,8 +175,9 @@ TEST_F(OutputPaths, TrainRefusesARunDirectoryItMustNotWrite) {
   // checkpoint.h5 or log.h5 that is another kind of project file: refused, bytes unchanged (the property test's
   // rule for train's own two outputs)
   int refused = 0;
-  for (const auto& [name, own, says] : {std::tuple{"checkpoint.h5", "checkpoint", "is not a checkpoint of this program"},
-                                        {"log.h5", "run log", "is not a run log of this program"}})
+  for (const auto& [name, own, says] :
+       {std::tuple{"checkpoint.h5", "checkpoint", "is not a checkpoint of this program"},
+        {"log.h5", "run log", "is not a run log of this program"}})
     for (const auto& [what, path] : kinds_) {
       if (what == own) continue;
       const std::string sub = str("odd", refused);

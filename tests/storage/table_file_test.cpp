@@ -78,7 +78,8 @@ TEST(Nf4, ErrorWithinCodebookBound) {
       for (int64_t i = 0; i < w; ++i) {
         const float s = nf4::group_scale(q.data(), i / 64);
         float amax = 0;
-        for (int64_t j = i / 64 * 64; j < std::min(w, i / 64 * 64 + 64); ++j) amax = std::max(amax, std::fabs(x[static_cast<size_t>(j)]));
+        for (int64_t j = i / 64 * 64; j < std::min(w, i / 64 * 64 + 64); ++j)
+          amax = std::max(amax, std::fabs(x[static_cast<size_t>(j)]));
         EXPECT_GE(s, amax);
         EXPECT_LE(s, amax * (1 + 1.0 / 1024) + 6e-8);
         const double err = std::fabs(static_cast<double>(x[static_cast<size_t>(i)]) - y[static_cast<size_t>(i)]);
@@ -94,7 +95,7 @@ TEST(Nf4, ErrorWithinCodebookBound) {
 
 TEST(Nf4, NibbleOrderAndRefusals) {
   std::vector<float> x(64, 0.0f);
-  x[0] = 2.0f;   // code 15 (1.0 * scale 2)
+  x[0] = 2.0f;  // code 15 (1.0 * scale 2)
   x[3] = -2.0f;  // code 0
   std::vector<uint8_t> q(34);
   ASSERT_TRUE(nf4::quantize_row(x.data(), 64, q.data()));
@@ -126,7 +127,9 @@ RowSource test_rows(int64_t width) {
     for (int64_t i = 0; i < n; ++i)
       for (int64_t j = 0; j < width; ++j) {
         const int64_t r = r0 + i;
-        out[i * width + j] = r % 7 == 0 ? 0.0f : static_cast<float>(std::sin(0.37 * static_cast<double>(r * width + j)) * 0.01 * static_cast<double>(1 + r % 5));
+        out[i * width + j] = r % 7 == 0 ? 0.0f
+                                        : static_cast<float>(std::sin(0.37 * static_cast<double>(r * width + j)) *
+                                                             0.01 * static_cast<double>(1 + r % 5));
       }
   };
 }
@@ -229,7 +232,8 @@ TEST(TableFile, RefusesTruncatedCorruptedAndMismatched) {
 
   // Mismatched layouts: other slots, other hash seed, other layout.
   expect_io_error([&] { TableFileReader::open(path, *layout("pagegram", 3000000, 8)); }, {"layout mismatch"});
-  expect_io_error([&] { TableFileReader::open(path, *layout("pagegram", 3000000, 4, 7)); }, {"layout mismatch", "hash_seed"});
+  expect_io_error([&] { TableFileReader::open(path, *layout("pagegram", 3000000, 4, 7)); },
+                  {"layout mismatch", "hash_seed"});
   expect_io_error([&] { TableFileReader::open(path, *layout("engram", 3000000)); }, {"layout mismatch", "layout"});
   expect_io_error([&] { TableFileReader::open(temp_path("missing.pgt"), *L); }, {"cannot open"});
   std::filesystem::remove(copy);
@@ -276,9 +280,9 @@ TEST(TableFile, RefusesUnquantizableRows) {
 TEST(TableFile, PlacementRuleReproducesBlockOfForNf4) {
   // The storage-side placement rule, given NF4's row bytes, is MemoryLayout::block_of (memory/) row for row; MXFP8
   // uses the same rule with its own row bytes.
-  for (auto [name, params, slots] : {std::tuple{"flat", 3000000, 4}, std::tuple{"engram", 3000000, 4},
-                                     std::tuple{"pagegram", 3000000, 4}, std::tuple{"pagegram", 3000000, 15},
-                                     std::tuple{"pagegram", 5000000, 60}}) {
+  for (auto [name, params, slots] :
+       {std::tuple{"flat", 3000000, 4}, std::tuple{"engram", 3000000, 4}, std::tuple{"pagegram", 3000000, 4},
+        std::tuple{"pagegram", 3000000, 15}, std::tuple{"pagegram", 5000000, 60}}) {
     SCOPED_TRACE(str(name, " S=", slots));
     auto L = layout(name, params, slots);
     const TablePlacement nf = table_placement(*L, TableQuantization::kNf4);
@@ -464,9 +468,13 @@ TEST(TableFile, Mxfp8RandomFileAndRefusals) {
   // A non-finite value is refused with its row, and nothing is left behind; a large finite one is fine.
   const int64_t w = L->width();
   try {
-    write_table_file(path, *L, [&](int64_t r0, int64_t n, float* out) {
-      for (int64_t i = 0; i < n * w; ++i) out[i] = (r0 + i / w == 23) ? -std::numeric_limits<float>::infinity() : 1e20f;
-    }, opt);
+    write_table_file(
+        path, *L,
+        [&](int64_t r0, int64_t n, float* out) {
+          for (int64_t i = 0; i < n * w; ++i)
+            out[i] = (r0 + i / w == 23) ? -std::numeric_limits<float>::infinity() : 1e20f;
+        },
+        opt);
     ADD_FAILURE() << "no error";
   } catch (const UserError& e) {
     EXPECT_NE(std::string(e.what()).find("row 23 holds a value that is not finite"), std::string::npos) << e.what();

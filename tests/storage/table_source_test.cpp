@@ -48,7 +48,8 @@ TEST(TableSource, ColdMmapReadsAboutTheBlocksItWants) {
   auto src = mmap_table_source(path, *L, false);
   src->fetch(a, out.data());
   const TableReadStats& st = src->stats();
-  EXPECT_GT(st.device_reads, 100);  // 24 positions x 16 heads, a few shared  // blocks first touched: what the lookups want
+  EXPECT_GT(st.device_reads,
+            100);  // 24 positions x 16 heads, a few shared  // blocks first touched: what the lookups want
   ASSERT_GE(st.device_bytes, 0);
   if (st.device_bytes == 0) GTEST_SKIP() << "the file system reports no device reads (tmpfs, or the cache kept it)";
   // The kernel may map a few neighbours per fault and read the file's header once; not megabytes per fault.

@@ -1,7 +1,7 @@
 // Seeded mutation fuzzing of every reader of user input: config files and --set values, sweep files,
-// token stores, checkpoints and table files (.pgt, NF4 and MXFP8). Seeds: the committed presets (configs/**.yaml) and sweep files
-// (experiments/*/sweep.yaml); binary seeds are generated deterministically from the committed fixture corpus.
-// Each mutant must either load or be refused with a UserError (one line: what, where, hint); an InternalError,
+// token stores, checkpoints and table files (.pgt, NF4 and MXFP8). Seeds: the committed presets (configs/**.yaml) and
+// sweep files (experiments/*/sweep.yaml); binary seeds are generated deterministically from the committed fixture
+// corpus. Each mutant must either load or be refused with a UserError (one line: what, where, hint); an InternalError,
 // any other exception or a crash is a finding. Case counts are bounded for CI; PAGEGRAM_FUZZ_CASES=N sets
 // each fuzzer's count to N (TableFiles: N/2 per format). Seed files are taken in sorted order, so the same tree
 // gives the same mutants on any filesystem.
@@ -51,17 +51,26 @@ void spit(const fs::path& p, const std::string& s) { std::ofstream(p, std::ios::
 
 // One mutation of `s`: byte flips, deletions, duplications, splices of YAML-significant tokens.
 std::string mutate(std::string s, std::mt19937_64& rng, bool text) {
-  static const char* tokens[] = {":", " ", "\n", "-", "[", "]", "{", "}", "? ", "---\n", "&a ", "*a", "!!int ", "\"",
-                                 "'", "#", "1e309", "-1", "nan", ".inf", "0x7fffffffffffffff", "~", "\t", "base: ",
-                                 "<<: *a", "|\n  ", "\xff\xfe", "999999999999999999999"};
+  static const char* tokens[] = {":", " ",  "\n",     "-",      "[",     "]",        "{",
+                                 "}", "? ", "---\n",  "&a ",    "*a",    "!!int ",   "\"",
+                                 "'", "#",  "1e309",  "-1",     "nan",   ".inf",     "0x7fffffffffffffff",
+                                 "~", "\t", "base: ", "<<: *a", "|\n  ", "\xff\xfe", "999999999999999999999"};
   const int n = 1 + static_cast<int>(rng() % 4);
   for (int k = 0; k < n && !s.empty(); ++k) {
     const size_t at = rng() % s.size();
     switch (rng() % (text ? 5 : 3)) {
-      case 0: s[at] = static_cast<char>(s[at] ^ (1u << (rng() % 8))); break;
-      case 1: s.erase(at, 1 + rng() % 8); break;
-      case 2: s[at] = static_cast<char>(rng()); break;
-      case 3: s.insert(at, tokens[rng() % (sizeof(tokens) / sizeof(*tokens))]); break;
+      case 0:
+        s[at] = static_cast<char>(s[at] ^ (1u << (rng() % 8)));
+        break;
+      case 1:
+        s.erase(at, 1 + rng() % 8);
+        break;
+      case 2:
+        s[at] = static_cast<char>(rng());
+        break;
+      case 3:
+        s.insert(at, tokens[rng() % (sizeof(tokens) / sizeof(*tokens))]);
+        break;
       default: {  // duplicate a line
         const size_t b = s.rfind('\n', at), e = s.find('\n', at);
         const size_t from = b == std::string::npos ? 0 : b + 1, to = e == std::string::npos ? s.size() : e;
@@ -132,7 +141,8 @@ TEST(Fuzz, ConfigFilesAndSetValues) {
     (ok ? loaded : refused)++;
     if (!f.empty() && findings.size() < 5) findings.push_back(f + "\n--- input ---\n" + text);
     // the same text as a --set value of a section
-    const std::string g = outcome([&] { load_experiment((d.p / "configs" / "tiny.yaml").string(), {"model=" + text}); });
+    const std::string g =
+        outcome([&] { load_experiment((d.p / "configs" / "tiny.yaml").string(), {"model=" + text}); });
     if (!g.empty() && findings.size() < 5) findings.push_back("--set model=...: " + g + "\n--- value ---\n" + text);
   }
   std::printf("[fuzz] config: %ld mutants x 2 (file, --set), %ld loaded, %ld refused, %zu findings\n", long(n),
@@ -171,10 +181,12 @@ class FuzzBinary : public ::testing::Test {
   static void SetUpTestSuite() {
     dir_ = fs::temp_directory_path() / ("pg_fuzzbin_" + std::to_string(::getpid()));
     fs::create_directories(dir_);
-    cfg_ = load_experiment(PG_SOURCE_DIR "/configs/tiny.yaml",
-                           testing::with_sets(testing::tiny_fixture_sets(dir_), {"train.steps=2", "train.eval_interval=0", "train.eval_windows=4",
-                            "memory.layout=pagegram", "memory.inject_layers=[0,1]", "memory.target_params=100000",
-                            "train.out_dir=" + (dir_ / "run").string()}));
+    cfg_ = load_experiment(
+        PG_SOURCE_DIR "/configs/tiny.yaml",
+        testing::with_sets(
+            testing::tiny_fixture_sets(dir_),
+            {"train.steps=2", "train.eval_interval=0", "train.eval_windows=4", "memory.layout=pagegram",
+             "memory.inject_layers=[0,1]", "memory.target_params=100000", "train.out_dir=" + (dir_ / "run").string()}));
     stores_ = data::tokenize(cfg_.data, cfg_.tokenizer);
     data::DataSet ds = data::open_dataset(cfg_.data, cfg_.tokenizer);
     TrainOptions opt;
@@ -253,7 +265,8 @@ TEST_F(FuzzBinary, TableFiles) {
   // The trained table exported in both formats; a mutant must be refused (open(), verify_all or a table source's
   // fetch: IoError naming what) or, when the flips hit bytes no reader uses (header padding), read exactly the
   // original rows: never garbage, never a crash.
-  TrainedModel tm = load_trained_model((dir_ / "run" / "checkpoint.h5").string(), {.open_data = false, .table_ready = true});
+  TrainedModel tm =
+      load_trained_model((dir_ / "run" / "checkpoint.h5").string(), {.open_data = false, .table_ready = true});
   const MemoryLayout& L = tm.mem()->table().layout();
   std::mt19937_64 rng(5);
   const int64_t n = cases(160);
@@ -303,12 +316,14 @@ TEST_F(FuzzBinary, TableFiles) {
       });
       refused += !ok;
       if (!f.empty() && findings.size() < 5) findings.push_back(quantization_name(q) + ": " + f);
-      if (ok && in_data && findings.size() < 5) findings.push_back(quantization_name(q) + ": a flipped data block was accepted");
-      if (ok && got != want && findings.size() < 5) findings.push_back(quantization_name(q) + ": accepted with other rows");
+      if (ok && in_data && findings.size() < 5)
+        findings.push_back(quantization_name(q) + ": a flipped data block was accepted");
+      if (ok && got != want && findings.size() < 5)
+        findings.push_back(quantization_name(q) + ": accepted with other rows");
     }
   }
-  std::printf("[fuzz] table files: %ld mutants (%ld with a data-block flip), %ld refused, %zu findings\n", long(n / 2 * 2),
-              long(data_flips), long(refused), findings.size());
+  std::printf("[fuzz] table files: %ld mutants (%ld with a data-block flip), %ld refused, %zu findings\n",
+              long(n / 2 * 2), long(data_flips), long(refused), findings.size());
   EXPECT_GT(refused, data_flips);  // every data flip, and header flips where a reader looks
   for (const auto& f : findings) ADD_FAILURE() << f;
 }

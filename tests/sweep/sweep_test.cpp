@@ -75,8 +75,8 @@ grid:
   for (size_t i = 0; i < runs.size(); ++i) EXPECT_EQ(runs[i].name, names[i]);
   EXPECT_EQ(runs[2].overrides,
             (std::vector<std::string>{"train.tokens=4096", "train.eval_interval=2", "memory.layout=flat",
-                                      "memory.target_params=20000", "memory.inject_layers=[0, 1]",
-                                      "memory.lr_mult=10", "train.seed=0"}));
+                                      "memory.target_params=20000", "memory.inject_layers=[0, 1]", "memory.lr_mult=10",
+                                      "train.seed=0"}));
   EXPECT_EQ(runs[2].variant, "flat");
   EXPECT_EQ(runs[2].grid, (std::vector<std::pair<std::string, std::string>>{{"memory.lr_mult", "10"}}));
   for (const auto& r : runs) {
@@ -118,17 +118,18 @@ grid:
 }
 
 TEST_F(SweepSpecTest, VariantSeedsRunAVariantOnASubsetOfTheSeeds) {
-  SweepSpec spec = load_sweep(sweep_file("name: vs\nseeds: [0, 1, 2]\nvariants: {none: {}, flat: {memory.layout: flat}}\n"
-                                         "variant_seeds: {none: [1, 0]}\n"));
+  SweepSpec spec =
+      load_sweep(sweep_file("name: vs\nseeds: [0, 1, 2]\nvariants: {none: {}, flat: {memory.layout: flat}}\n"
+                            "variant_seeds: {none: [1, 0]}\n"));
   std::vector<std::string> names;
   for (const auto& r : expand_sweep(spec)) names.push_back(r.name);
   // Seed by seed, as without variant_seeds; none only on its own seeds (in the order of `seeds`).
   EXPECT_EQ(names, (std::vector<std::string>{"none-s0", "flat-s0", "none-s1", "flat-s1", "flat-s2"}));
   // The runs it keeps are the runs the full sweep would have had (same hashes).
-  SweepSpec full = load_sweep(write_text(dir_ / "full.yaml", "name: vs\nbase: " + kTiny + "\nout_dir: " +
-                                                                  (dir_ / "runs").string() +
-                                                                  "\nseeds: [0, 1, 2]\nvariants: {none: {}, flat: "
-                                                                  "{memory.layout: flat}}\n"));
+  SweepSpec full =
+      load_sweep(write_text(dir_ / "full.yaml", "name: vs\nbase: " + kTiny + "\nout_dir: " + (dir_ / "runs").string() +
+                                                    "\nseeds: [0, 1, 2]\nvariants: {none: {}, flat: "
+                                                    "{memory.layout: flat}}\n"));
   std::map<std::string, std::string> full_hash;
   for (const auto& r : expand_sweep(full)) full_hash[r.name] = r.hash;
   for (const auto& r : expand_sweep(spec)) EXPECT_EQ(r.hash, full_hash.at(r.name)) << r.name;
@@ -136,8 +137,9 @@ TEST_F(SweepSpecTest, VariantSeedsRunAVariantOnASubsetOfTheSeeds) {
 
 TEST_F(SweepSpecTest, BadSweepFilesNameTheKeyPath) {
   auto has = [](const std::string& msg, const std::string& part) {
-    return msg.find(part) != std::string::npos ? ::testing::AssertionSuccess()
-                                               : ::testing::AssertionFailure() << "'" << msg << "' lacks '" << part << "'";
+    return msg.find(part) != std::string::npos
+               ? ::testing::AssertionSuccess()
+               : ::testing::AssertionFailure() << "'" << msg << "' lacks '" << part << "'";
   };
   EXPECT_TRUE(has(error_of("nmae: x\nseeds: [0]\n"), "unknown key 'nmae' (did you mean 'name'?)"));
   EXPECT_TRUE(has(error_of("name: x\nseeds: [0]\nvariants: {flat: {memory.layot: flat}}\n"),
@@ -150,7 +152,8 @@ TEST_F(SweepSpecTest, BadSweepFilesNameTheKeyPath) {
   EXPECT_TRUE(has(error_of("name: x\nseeds: [0]\nparallel: 0\n"), "'parallel'"));
   EXPECT_TRUE(has(error_of("name: x\nseeds: [0]\nset: {train.seed: 3}\n"), "key 'set.train.seed': the sweep owns"));
   EXPECT_TRUE(has(error_of("name: x\nseeds: [0]\nset: {train.out_dir: a}\n"), "key 'set.train.out_dir'"));
-  EXPECT_TRUE(has(error_of("name: x\nseeds: [0]\ngrid: {memory.slots: 4}\n"), "key 'grid.memory.slots': expected a non-empty list"));
+  EXPECT_TRUE(has(error_of("name: x\nseeds: [0]\ngrid: {memory.slots: 4}\n"),
+                  "key 'grid.memory.slots': expected a non-empty list"));
   EXPECT_TRUE(has(error_of("name: x\nseeds: [0]\nvariants: {a-b: {}}\n"), "key 'variants.a-b'"));
   EXPECT_TRUE(has(error_of("name: x\nseeds: [0]\nvariants: [a, b]\n"), "key 'variants'"));
   EXPECT_TRUE(has(error_of("name: x\nseeds: [0, 1]\nvariants: {a: {}}\nvariant_seeds: {b: [0]}\n"),
@@ -189,8 +192,9 @@ TEST_F(SweepSpecTest, BadSweepFilesNameTheKeyPath) {
 }
 
 TEST_F(SweepSpecTest, SlurmScriptHasOneArrayTaskPerRun) {
-  SweepSpec spec = load_sweep(sweep_file("name: cl\nseeds: [0, 1]\nvariants: {none: {}, flat: {memory.layout: flat, "
-                                         "memory.target_params: 20000, memory.inject_layers: [0]}}\n"));
+  SweepSpec spec =
+      load_sweep(sweep_file("name: cl\nseeds: [0, 1]\nvariants: {none: {}, flat: {memory.layout: flat, "
+                            "memory.target_params: 20000, memory.inject_layers: [0]}}\n"));
   std::vector<SweepRun> runs = expand_sweep(spec);
   ASSERT_EQ(runs.size(), 4u);
   SlurmOptions opt;
@@ -202,15 +206,15 @@ TEST_F(SweepSpecTest, SlurmScriptHasOneArrayTaskPerRun) {
   write_slurm(spec, runs, opt);
   const std::string s = slurp(opt.script);
   const std::string runs_txt = (dir_ / "runs" / "runs.txt").string();
-  for (const std::string& part :
-       {std::string("#!/bin/bash\n"), std::string("#SBATCH --array=0-3\n"), std::string("#SBATCH --cpus-per-task=4\n"),
-        std::string("#SBATCH --partition=cpu\n"), std::string("#SBATCH --time=01:30:00\n"),
-        std::string("#SBATCH --job-name=pg-cl\n"), "#SBATCH --output=" + (dir_ / "runs").string() + "/slurm-%A_%a.out\n",
-        std::string("PAGEGRAM=/opt/pg/bin/pagegram\n"),
-        "RUN=$(sed -n \"$((SLURM_ARRAY_TASK_ID + 1))p\" " + runs_txt + ")\n",
-        std::string("if \"$PAGEGRAM\" sweep finished \"$RUN\"; then"),
-        std::string("\"$PAGEGRAM\" train --config \"$RUN/config.yaml\" --resume --set "
-                    "train.threads=$SLURM_CPUS_PER_TASK >> \"$RUN/train.out\" 2>&1\n")})
+  for (const std::string& part : {std::string("#!/bin/bash\n"), std::string("#SBATCH --array=0-3\n"),
+                                  std::string("#SBATCH --cpus-per-task=4\n"), std::string("#SBATCH --partition=cpu\n"),
+                                  std::string("#SBATCH --time=01:30:00\n"), std::string("#SBATCH --job-name=pg-cl\n"),
+                                  "#SBATCH --output=" + (dir_ / "runs").string() + "/slurm-%A_%a.out\n",
+                                  std::string("PAGEGRAM=/opt/pg/bin/pagegram\n"),
+                                  "RUN=$(sed -n \"$((SLURM_ARRAY_TASK_ID + 1))p\" " + runs_txt + ")\n",
+                                  std::string("if \"$PAGEGRAM\" sweep finished \"$RUN\"; then"),
+                                  std::string("\"$PAGEGRAM\" train --config \"$RUN/config.yaml\" --resume --set "
+                                              "train.threads=$SLURM_CPUS_PER_TASK >> \"$RUN/train.out\" 2>&1\n")})
     EXPECT_NE(s.find(part), std::string::npos) << "missing: " << part << "\nin:\n" << s;
   EXPECT_TRUE((fs::status(opt.script).permissions() & fs::perms::owner_exec) != fs::perms::none);
   // runs.txt: one absolute run directory per line, in expansion order; each holds its resolved config.
@@ -272,7 +276,7 @@ TEST_F(SweepSpecTest, CollectMergesOnlyFinishedRunsWithTheSameHash) {
   other.train.lr *= 2;  // right name and hash in the directory name, another config inside: refused
   fake_finished_run(remote / leaf(runs[1]), other);
   fake_finished_run(remote / (runs[1].name + "-deadbeef"), runs[1].config);  // another hash: never looked at
-  fake_finished_run(remote / leaf(runs[2]), runs[2].config, "running");     // unfinished: refused
+  fake_finished_run(remote / leaf(runs[2]), runs[2].config, "running");  // unfinished: refused
   CollectResult r = collect_sweep(spec, runs, {remote.string()});
   ASSERT_EQ(r.merged.size(), 1u);
   EXPECT_EQ(r.merged[0].rfind(runs[0].name + ": from ", 0), 0u);
@@ -297,22 +301,26 @@ TEST(SweepRunner, RunsResumesReportsFailuresAndSkipsFinishedRuns) {
   if (!fs::exists(binary)) GTEST_SKIP() << binary << " is not built (cmake --build build --target pagegram)";
   const fs::path dir = temp_dir("run");
   const std::string cache = (dir / "cache").string();
-  const std::string common = "data.cache_dir: " + cache + "\n  data.corpus: " PG_TEST_DATA "/corpus\n"
-                             "  tokenizer.vocab_size: 1024\n  model.vocab: 1024\n  tokenizer.input_sentence_size: 4000\n"
-                             "  data.val_tokens: 2048\n  train.steps: 2\n  train.eval_interval: 0\n"
-                             "  train.eval_windows: 8\n  train.checkpoint_interval: 0\n";
-  SweepSpec spec = load_sweep(write_text(dir / "sweep.yaml", "name: smoke\nbase: " + kTiny + "\nout_dir: " +
-                                                            (dir / "runs").string() + "\nseeds: [0, 1]\nparallel: 2\n"
-                                                            "set:\n  " + common +
-                                                            "variants:\n  none: {}\n  broken: {tokenizer.seed: 7}\n"));
+  const std::string common =
+      "data.cache_dir: " + cache +
+      "\n  data.corpus: " PG_TEST_DATA
+      "/corpus\n"
+      "  tokenizer.vocab_size: 1024\n  model.vocab: 1024\n  tokenizer.input_sentence_size: 4000\n"
+      "  data.val_tokens: 2048\n  train.steps: 2\n  train.eval_interval: 0\n"
+      "  train.eval_windows: 8\n  train.checkpoint_interval: 0\n";
+  SweepSpec spec = load_sweep(
+      write_text(dir / "sweep.yaml", "name: smoke\nbase: " + kTiny + "\nout_dir: " + (dir / "runs").string() +
+                                         "\nseeds: [0, 1]\nparallel: 2\n"
+                                         "set:\n  " +
+                                         common + "variants:\n  none: {}\n  broken: {tokenizer.seed: 7}\n"));
   std::vector<SweepRun> runs = expand_sweep(spec);
   ASSERT_EQ(runs.size(), 4u);
   data::tokenize(runs[0].config.data, runs[0].config.tokenizer);
 
   // Interrupt none-s0 after one step (a checkpoint at step 1, log status running).
   write_run_config(runs[0]);
-  const std::string cmd = binary + " train --config " + runs[0].dir + "/config.yaml --stop-after 1 > " + runs[0].dir +
-                          "/train.out 2>&1";
+  const std::string cmd =
+      binary + " train --config " + runs[0].dir + "/config.yaml --stop-after 1 > " + runs[0].dir + "/train.out 2>&1";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << slurp(runs[0].dir + "/train.out");
   RunStatus partial = run_status(runs[0]);
   EXPECT_EQ(partial.state, RunState::kPartial);
@@ -372,8 +380,9 @@ TEST(SweepRunner, RunsResumesReportsFailuresAndSkipsFinishedRuns) {
     EXPECT_EQ(s.state, RunState::kFinished);
     EXPECT_EQ(s.step, 2);
     EXPECT_GT(s.final_loss, 0.0);
-    EXPECT_EQ(parse_experiment(h5::File::open(runs[i].dir + "/log.h5").root().attr_string("config"), "log")
-                  .train.threads, 1);  // cores / parallel
+    EXPECT_EQ(
+        parse_experiment(h5::File::open(runs[i].dir + "/log.h5").root().attr_string("config"), "log").train.threads,
+        1);  // cores / parallel
   }
   // The resumed run logged steps 1 and 2 once each.
   EXPECT_EQ(h5::File::open(runs[0].dir + "/log.h5").root().sub("train").read<int64_t>("step"),
@@ -459,9 +468,11 @@ TEST(SweepRunner, RunsResumesReportsFailuresAndSkipsFinishedRuns) {
       return std::string("accepted");
     };
     EXPECT_NE(damaged(good.substr(good.size() / 2), "").find("unreadable"), std::string::npos);  // truncated
-    EXPECT_NE(damaged("\"status\": \"finished\"", "\"status\": \"running\"").find("status 'running'"), std::string::npos);
+    EXPECT_NE(damaged("\"status\": \"finished\"", "\"status\": \"running\"").find("status 'running'"),
+              std::string::npos);
     EXPECT_NE(damaged("\"name\": \"" + runs[2].name, "\"name\": \"other").find("is of run"), std::string::npos);
-    EXPECT_NE(damaged("\"format\": \"pagegram-run-record\"", "\"format\": \"x\"").find("format is 'x'"), std::string::npos);
+    EXPECT_NE(damaged("\"format\": \"pagegram-run-record\"", "\"format\": \"x\"").find("format is 'x'"),
+              std::string::npos);
     {  // the config edited (its hash no longer the run's): the first "  lr: <value>" of the config changed
       const size_t at = good.find("\\n  lr: ");
       ASSERT_NE(at, std::string::npos);
@@ -500,7 +511,8 @@ TEST(SweepRunner, RunsResumesReportsFailuresAndSkipsFinishedRuns) {
   {
     const SweepPlan plan = plan_sweep(spec, none_only);
     EXPECT_NE(plan.footer.find("would refuse: sweep smoke: 1 finished run (none-s0) trained on another corpus build"),
-              std::string::npos) << plan.footer;
+              std::string::npos)
+        << plan.footer;
   }
   try {
     run_sweep(spec, none_only);
@@ -527,7 +539,8 @@ TEST(SweepRunner, RunsResumesReportsFailuresAndSkipsFinishedRuns) {
     so.allow_mixed_data = true;
     const SlurmPlan sp = write_slurm(spec, runs, so);
     EXPECT_TRUE(sp.script_written);
-    EXPECT_NE(sp.data_note.find("warning (--allow-mixed-data): sweep smoke: 1 finished run (none-s0)"), std::string::npos)
+    EXPECT_NE(sp.data_note.find("warning (--allow-mixed-data): sweep smoke: 1 finished run (none-s0)"),
+              std::string::npos)
         << sp.data_note;
     fs::remove(so.script);
   }
@@ -550,7 +563,8 @@ TEST(SweepRunner, RunsResumesReportsFailuresAndSkipsFinishedRuns) {
   EXPECT_EQ(run_data_fingerprint(spec, runs[0]), "");
   {
     const SweepPlan plan = plan_sweep(spec, none_only);
-    EXPECT_NE(plan.header.find("note: 1 finished run (none-s0) names no corpus build"), std::string::npos) << plan.header;
+    EXPECT_NE(plan.header.find("note: 1 finished run (none-s0) names no corpus build"), std::string::npos)
+        << plan.header;
     EXPECT_EQ(plan.footer.find("would refuse"), std::string::npos) << plan.footer;
   }
   fs::remove_all(dir);
@@ -597,7 +611,8 @@ TEST(SweepRunner, CommitRecordCommitsThatFileAlone) {
     commit_record((outside / "b.json").string(), "m");
     ADD_FAILURE() << "no error outside a git work tree";
   } catch (const IoError& e) {
-    EXPECT_NE(std::string(e.what()).find("git commit of " + (outside / "b.json").string()), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("git commit of " + (outside / "b.json").string()), std::string::npos)
+        << e.what();
     EXPECT_NE(std::string(e.what()).find("hint:"), std::string::npos) << e.what();
   }
   fs::remove_all(outside);

@@ -29,9 +29,9 @@ class Bf16Train : public ::testing::Test {
   static void SetUpTestSuite() {
     tiny_ = testing::TinyRun(
         "bf16", {"model.d_model=64", "model.context=64", "train.steps=50", "train.tokens_per_step=2048",
-                 "train.micro_batch=16", "train.eval_interval=0", "train.eval_windows=16", "train.checkpoint_interval=0",
-                 "train.log_interval=1", "memory.inject_layers=[0,1]", "memory.target_params=300000", "memory.heads=4",
-                 "memory.head_dim=32", "train.threads=2"});
+                 "train.micro_batch=16", "train.eval_interval=0", "train.eval_windows=16",
+                 "train.checkpoint_interval=0", "train.log_interval=1", "memory.inject_layers=[0,1]",
+                 "memory.target_params=300000", "memory.heads=4", "memory.head_dim=32", "train.threads=2"});
     dir_ = tiny_.dir();
     base_ = tiny_.base();
   }
@@ -99,14 +99,14 @@ TEST_F(Bf16Train, FollowsFp32WithEveryLayout) {
     EXPECT_LE(worst, kStepTolerance);
     EXPECT_NEAR(h.eval, f.eval, kEvalTolerance);
     EXPECT_LT(h.loss.back(), h.loss.front() - 1.0);  // it learns
-    EXPECT_NE(f.loss, h.loss);                       // and really ran in bf16
+    EXPECT_NE(f.loss, h.loss);  // and really ran in bf16
     std::printf("[bf16 vs fp32] %-8s max |d loss| %.4f  final eval fp32 %.4f bf16 %.4f\n", layout.c_str(), worst,
                 f.eval, h.eval);
   }
 }
 
-// The AMX order (kernels/gemm.h; PAGEGRAM_BF16=amx-emulated, the tiles' bits on any machine): its own bits, the same for
-// 1 and 2 threads, and it follows fp32 within the same tolerances, for every layout.
+// The AMX order (kernels/gemm.h; PAGEGRAM_BF16=amx-emulated, the tiles' bits on any machine): its own bits, the same
+// for 1 and 2 threads, and it follows fp32 within the same tolerances, for every layout.
 TEST_F(Bf16Train, AmxOrderFollowsFp32AndIsThreadIndependent) {
   struct Restore {
     ~Restore() {

@@ -31,9 +31,9 @@ namespace fs = std::filesystem;
 class CheckpointRobustness : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    tiny_ = testing::TinyRun("ckrobust", {"train.steps=4", "train.eval_interval=0", "train.eval_windows=8",
-                                          "train.checkpoint_interval=0", "memory.layout=pagegram",
-                                          "memory.inject_layers=[0,1]", "memory.target_params=200000"});
+    tiny_ = testing::TinyRun(
+        "ckrobust", {"train.steps=4", "train.eval_interval=0", "train.eval_windows=8", "train.checkpoint_interval=0",
+                     "memory.layout=pagegram", "memory.inject_layers=[0,1]", "memory.target_params=200000"});
     dir_ = tiny_.dir();
     cfg_ = tiny_.config("run");
     cfg_.train.threads = tiny_.base().train.threads;
@@ -103,11 +103,14 @@ TEST_F(CheckpointRobustness, NonFiniteTensorsAreRefused) {
 
 TEST_F(CheckpointRobustness, AttributesOutOfRangeAreRefused) {
   for (const auto& [attr, value, want] : std::vector<std::tuple<const char*, int64_t, const char*>>{
-           {"step", -5, "'step' = -5"}, {"step", 1000, "'step' = 1000"}, {"sampler_counter", -1, "'sampler_counter'"},
+           {"step", -5, "'step' = -5"},
+           {"step", 1000, "'step' = 1000"},
+           {"sampler_counter", -1, "'sampler_counter'"},
            {"sampler_counter", 3, "(the data position after step"},  // an edited counter resumes on other data
-           {"sampler_counter", 100000, "'sampler_counter' = 100000"}, {"tokens", 7, "'tokens' = 7"}}) {
-    const std::string p = edited(std::string(attr) + std::to_string(value),
-                                 [&](hid_t f) { set_int_attr(f, attr, value); });
+           {"sampler_counter", 100000, "'sampler_counter' = 100000"},
+           {"tokens", 7, "'tokens' = 7"}}) {
+    const std::string p =
+        edited(std::string(attr) + std::to_string(value), [&](hid_t f) { set_int_attr(f, attr, value); });
     const std::string e = resume_error(p);
     EXPECT_NE(e.find(want), std::string::npos) << attr << "=" << value << ": " << e;
   }
@@ -316,7 +319,8 @@ TEST_F(CheckpointRobustness, ALogWhoseArraysDisagreeWithTheirStepsIsRefused) {
            {"train/step", -1, str(", but /train/step has ", train_rows - 1)},
            {"eval/loss", -1, str("/eval/loss: ", rows(eval_rows - 1), ", but /eval/step has ", eval_rows)},
            {"scalars/" + scalar + "/value", -1,
-            str("/scalars/", scalar, "/value: ", rows(scalar_rows - 1), ", but /scalars/", scalar, "/step has ", scalar_rows)},
+            str("/scalars/", scalar, "/value: ", rows(scalar_rows - 1), ", but /scalars/", scalar, "/step has ",
+                scalar_rows)},
            {"collisions/touched_rows", -1,
             str("/collisions/touched_rows: ", rows(coll_rows - 1), ", but /collisions/step has ", coll_rows)}}) {
     const fs::path run = dir_ / ("misaligned" + std::to_string(n++));

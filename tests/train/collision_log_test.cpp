@@ -1,5 +1,5 @@
-// The run log's /collisions group (train/FORMATS.md, "Run log"): a tiny PageGram run on the fixture corpus logs per-step
-// statistics of the right shape and range, consistent with memory/touched_rows; training results are
+// The run log's /collisions group (train/FORMATS.md, "Run log"): a tiny PageGram run on the fixture corpus logs
+// per-step statistics of the right shape and range, consistent with memory/touched_rows; training results are
 // bit-identical with the statistics off; the statistics are the same for 1 and 2 threads; log_interval
 // selects the logged steps; a resumed run keeps the rows before the resume step.
 #include <gtest/gtest.h>
@@ -98,7 +98,8 @@ TEST_F(CollisionLogTest, ResultsUnchangedAndThreadIndependent) {
   EXPECT_EQ(a.final_train_loss, c.final_train_loss);
   EXPECT_FALSE(fc.root().has("collisions"));
   for (const char* name : {"foreign_step", "foreign_owner", "co_heads", "lookups_per_row", "page_mates"})
-    EXPECT_TRUE(same_bits(fa.root().sub("collisions").read<double>(name), fb.root().sub("collisions").read<double>(name)))
+    EXPECT_TRUE(
+        same_bits(fa.root().sub("collisions").read<double>(name), fb.root().sub("collisions").read<double>(name)))
         << name;
   EXPECT_EQ(fa.root().sub("collisions").read<int64_t>("shared_pairs"),
             fb.root().sub("collisions").read<int64_t>("shared_pairs"));

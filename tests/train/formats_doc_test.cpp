@@ -84,11 +84,11 @@ class TrainFormats : public ::testing::Test {
     for (const char* layout : {"pagegram", "none"}) {
       ExperimentConfig c = load_experiment(
           testing::kTinyConfig,
-          testing::with_sets(testing::tiny_fixture_sets(dir_),
-                             {"train.steps=4", "train.eval_interval=2", "train.eval_windows=8",
-                              "train.checkpoint_interval=2", "train.log_interval=1",
-                              std::string("memory.layout=") + layout, "memory.target_params=200000",
-                              "memory.inject_layers=[0, 1]", "train.out_dir=" + (dir_ / layout).string()}));
+          testing::with_sets(
+              testing::tiny_fixture_sets(dir_),
+              {"train.steps=4", "train.eval_interval=2", "train.eval_windows=8", "train.checkpoint_interval=2",
+               "train.log_interval=1", std::string("memory.layout=") + layout, "memory.target_params=200000",
+               "memory.inject_layers=[0, 1]", "train.out_dir=" + (dir_ / layout).string()}));
       data::tokenize(c.data, c.tokenizer);
       data::DataSet ds = data::open_dataset(c.data, c.tokenizer);
       TrainOptions opt;
@@ -156,7 +156,7 @@ TEST_F(TrainFormats, EveryDocumentedNameIsWritten) {
       continue;
     }
     if (path.find("...") != std::string::npos) {  // a group documented elsewhere (or below): the group exists
-      EXPECT_TRUE(objects.count(path.substr(0, path.find("/..."))) ) << path;
+      EXPECT_TRUE(objects.count(path.substr(0, path.find("/...")))) << path;
       continue;
     }
     if (path.front() != '/') {  // the collision table's dataset names, relative to /collisions

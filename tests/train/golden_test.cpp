@@ -91,9 +91,9 @@ class GoldenRuns : public ::testing::TestWithParam<std::string> {
   static void SetUpTestSuite() {
     tiny_ = testing::TinyRun(
         "golden", {"model.d_model=64", "model.context=64", "train.steps=10", "train.tokens_per_step=2048",
-                   "train.micro_batch=16", "train.eval_interval=5", "train.eval_windows=16", "train.checkpoint_interval=0",
-                   "train.log_interval=1", "memory.inject_layers=[0,1]", "memory.target_params=300000", "memory.heads=4",
-                   "memory.head_dim=32", "train.threads=2"});
+                   "train.micro_batch=16", "train.eval_interval=5", "train.eval_windows=16",
+                   "train.checkpoint_interval=0", "train.log_interval=1", "memory.inject_layers=[0,1]",
+                   "memory.target_params=300000", "memory.heads=4", "memory.head_dim=32", "train.threads=2"});
     dir_ = tiny_.dir();
     base_ = tiny_.base();
   }

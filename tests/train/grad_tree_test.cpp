@@ -98,14 +98,18 @@ TEST(GradTree, SparseMergeEqualsTheDenseSum) {
       for (const SparseGrad* s : {&a, &b})
         for (int64_t u = 0; u < s->size(); ++u) {
           touched[static_cast<size_t>(s->rows[static_cast<size_t>(u)])] = 1;
-          for (int64_t j = 0; j < w; ++j) dense[static_cast<size_t>(s->rows[static_cast<size_t>(u)] * w + j)] += s->values[static_cast<size_t>(u * w + j)];
+          for (int64_t j = 0; j < w; ++j)
+            dense[static_cast<size_t>(s->rows[static_cast<size_t>(u)] * w + j)] +=
+                s->values[static_cast<size_t>(u * w + j)];
         }
       ASSERT_EQ(out.size(), std::count(touched.begin(), touched.end(), 1));
       for (int64_t u = 0; u < out.size(); ++u) {
         if (u > 0) {
           ASSERT_LT(out.rows[static_cast<size_t>(u - 1)], out.rows[static_cast<size_t>(u)]);
         }
-        for (int64_t j = 0; j < w; ++j) got[static_cast<size_t>(out.rows[static_cast<size_t>(u)] * w + j)] = out.values[static_cast<size_t>(u * w + j)];
+        for (int64_t j = 0; j < w; ++j)
+          got[static_cast<size_t>(out.rows[static_cast<size_t>(u)] * w + j)] =
+              out.values[static_cast<size_t>(u * w + j)];
       }
       // 0 + a + b = a + b exactly: the dense reference has the same bits.
       ASSERT_EQ(0, std::memcmp(got.data(), dense.data(), dense.size() * sizeof(float))) << na << " " << nb;
@@ -135,8 +139,8 @@ TEST(GradTree, ShapeIsTheDocumentedBisection) {
   EXPECT_EQ(tree_string(0, 3, &m), "((0+1)+2)");
   EXPECT_EQ(tree_string(0, 6, &m), "(((0+1)+2)+((3+4)+5))");
   // A rank's block is a subtree of the whole step's tree (the ranks complete the levels above it).
-  EXPECT_EQ(tree_string(0, 12, &m), "(" + std::string("(") + tree_string(0, 3, &m) + "+" + tree_string(3, 3, &m) + ")+(" +
-                                        tree_string(6, 3, &m) + "+" + tree_string(9, 3, &m) + "))");
+  EXPECT_EQ(tree_string(0, 12, &m), "(" + std::string("(") + tree_string(0, 3, &m) + "+" + tree_string(3, 3, &m) +
+                                        ")+(" + tree_string(6, 3, &m) + "+" + tree_string(9, 3, &m) + "))");
   for (int64_t n = 1; n <= 40; ++n) {
     int used = -1;
     tree_string(0, n, &used);
@@ -220,8 +224,8 @@ TEST(GradTree, SimulatedRanksGiveTheSingleProcessBits) {
         });
       for (auto& t : th) t.join();
       for (int r = 0; r < R; ++r)
-        expect_same_bits(one, got[static_cast<size_t>(r)], "accum " + std::to_string(accum) + ", rank " +
-                                                               std::to_string(r) + " of " + std::to_string(R));
+        expect_same_bits(one, got[static_cast<size_t>(r)],
+                         "accum " + std::to_string(accum) + ", rank " + std::to_string(r) + " of " + std::to_string(R));
       // Dense: recursive halving + doubling sends 2 (R-1)/R of the vector per rank (+-1 element per level).
       const double dense_bytes = 1001.0 * 4 * 2 * (R - 1) / R;
       EXPECT_GT(st[0].bytes_sent, dense_bytes - 64);

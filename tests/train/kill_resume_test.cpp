@@ -28,13 +28,41 @@ namespace fs = std::filesystem;
 const std::string kBinary = PG_BINARY_DIR "/pagegram";
 
 std::vector<std::string> args_for(const fs::path& dir, const std::string& out) {
-  return {kBinary, "train", "--config", PG_SOURCE_DIR "/configs/tiny.yaml", "--resume",
-          "--set", "data.cache_dir=" + (dir / "cache").string(), "--set", "data.corpus=" PG_TEST_DATA "/corpus",
-          "--set", "tokenizer.vocab_size=1024", "--set", "model.vocab=1024", "--set", "tokenizer.input_sentence_size=4000",
-          "--set", "data.val_tokens=2048", "--set", "train.steps=12", "--set", "train.eval_interval=4",
-          "--set", "train.eval_windows=8", "--set", "train.checkpoint_interval=3", "--set", "memory.layout=pagegram",
-          "--set", "memory.inject_layers=[0,1]", "--set", "memory.target_params=200000", "--set", "train.threads=1",
-          "--set", "train.out_dir=" + out};
+  return {kBinary,
+          "train",
+          "--config",
+          PG_SOURCE_DIR "/configs/tiny.yaml",
+          "--resume",
+          "--set",
+          "data.cache_dir=" + (dir / "cache").string(),
+          "--set",
+          "data.corpus=" PG_TEST_DATA "/corpus",
+          "--set",
+          "tokenizer.vocab_size=1024",
+          "--set",
+          "model.vocab=1024",
+          "--set",
+          "tokenizer.input_sentence_size=4000",
+          "--set",
+          "data.val_tokens=2048",
+          "--set",
+          "train.steps=12",
+          "--set",
+          "train.eval_interval=4",
+          "--set",
+          "train.eval_windows=8",
+          "--set",
+          "train.checkpoint_interval=3",
+          "--set",
+          "memory.layout=pagegram",
+          "--set",
+          "memory.inject_layers=[0,1]",
+          "--set",
+          "memory.target_params=200000",
+          "--set",
+          "train.threads=1",
+          "--set",
+          "train.out_dir=" + out};
 }
 
 // Builds the tokenizer and token stores of the fixture corpus in dir/cache (the train command expects them).
@@ -140,11 +168,12 @@ TEST(KillResume, RandomKillsThenResumeGiveTheUninterruptedLogAndCheckpoint) {
         for (int i = 0; i < 20000 && !fs::exists(out + "/checkpoint.h5"); ++i)
           std::this_thread::sleep_for(std::chrono::microseconds(500));
       } else {
-        std::this_thread::sleep_for(std::chrono::microseconds(std::uniform_int_distribution<int>(ref_us / 10, ref_us * 4 / 5)(rng)));
+        std::this_thread::sleep_for(
+            std::chrono::microseconds(std::uniform_int_distribution<int>(ref_us / 10, ref_us * 4 / 5)(rng)));
       }
       const bool killed = ::kill(pid, SIGKILL) == 0;
       const int code = wait_exit(pid);
-      if (code == 0) break;                      // it finished before the kill
+      if (code == 0) break;  // it finished before the kill
       ASSERT_EQ(code, 128 + SIGKILL) << "trial " << trial << " round " << round << ": exit " << code;
       kills += killed;
     }
@@ -166,9 +195,10 @@ TEST(KillResume, RandomKillsThenResumeGiveTheUninterruptedLogAndCheckpoint) {
     for (const auto& e : fs::directory_iterator(out))
       EXPECT_EQ(e.path().filename().string().find(".tmp."), std::string::npos) << e.path();
   }
-  std::printf("[kill-resume] %d trials, %d processes started, %d killed (uninterrupted run %.2f s), every run "
-              "equal to the uninterrupted one\n",
-              trials, resumes, kills, ref_us / 1e6);
+  std::printf(
+      "[kill-resume] %d trials, %d processes started, %d killed (uninterrupted run %.2f s), every run "
+      "equal to the uninterrupted one\n",
+      trials, resumes, kills, ref_us / 1e6);
   EXPECT_GE(kills, trials);  // every trial was killed at least once mid-run
   fs::remove_all(dir);
 }
@@ -187,7 +217,8 @@ TEST(KillResume, ASecondProcessOnTheSameRunDirectoryIsRefused) {
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   const std::string cmd = "'" + kBinary + "' train --config " PG_SOURCE_DIR "/configs/tiny.yaml --set train.out_dir=" +
                           (dir / "run").string() + " --set data.cache_dir=" + (dir / "cache").string() +
-                          " --set data.corpus=" PG_TEST_DATA "/corpus --set tokenizer.vocab_size=1024 --set model.vocab=1024"
+                          " --set data.corpus=" PG_TEST_DATA
+                          "/corpus --set tokenizer.vocab_size=1024 --set model.vocab=1024"
                           " --set tokenizer.input_sentence_size=4000 --set data.val_tokens=2048 2>&1";
   FILE* p = ::popen(cmd.c_str(), "r");
   std::string text(4096, '\0');
@@ -196,7 +227,8 @@ TEST(KillResume, ASecondProcessOnTheSameRunDirectoryIsRefused) {
   ::kill(first, SIGKILL);
   wait_exit(first);
   EXPECT_EQ(WEXITSTATUS(code), 2) << text;
-  EXPECT_NE(text.find("is in use by another training process (pid " + std::to_string(first)), std::string::npos) << text;
+  EXPECT_NE(text.find("is in use by another training process (pid " + std::to_string(first)), std::string::npos)
+      << text;
   fs::remove_all(dir);
 }
 

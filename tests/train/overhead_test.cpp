@@ -86,4 +86,3 @@ TEST(Overhead, RowsArePerRoundRatiosAgainstTheBaseline) {
 
 }  // namespace
 }  // namespace pg
-

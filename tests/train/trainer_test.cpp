@@ -200,7 +200,8 @@ TEST_F(TrainerTest, TheSummaryListsEveryTimedStep) {
     total += t;
   }
   EXPECT_DOUBLE_EQ(total, s.train_seconds);
-  EXPECT_NEAR(s.train_tok_per_s, 3.0 * static_cast<double>(c.train.tokens_per_step) / s.train_seconds, 1e-9 * s.train_tok_per_s);
+  EXPECT_NEAR(s.train_tok_per_s, 3.0 * static_cast<double>(c.train.tokens_per_step) / s.train_seconds,
+              1e-9 * s.train_tok_per_s);
 }
 
 TEST_F(TrainerTest, CheckpointRoundTripAndRefusals) {
@@ -241,8 +242,8 @@ TEST_F(TrainerTest, NoValidationWindowIsRefusedBeforeTraining) {
   // and at config time, before any data is opened: val_tokens 0 and one token short
   for (const char* v : {"data.val_tokens=0", "data.val_tokens=64"}) {
     try {
-      load_experiment(PG_SOURCE_DIR "/configs/tiny.yaml", {"tokenizer.vocab_size=1024", "model.vocab=1024", v,
-                                                          "model.context=64"});
+      load_experiment(PG_SOURCE_DIR "/configs/tiny.yaml",
+                      {"tokenizer.vocab_size=1024", "model.vocab=1024", v, "model.context=64"});
       ADD_FAILURE() << v << " was accepted";
     } catch (const ConfigError& e) {
       EXPECT_NE(std::string(e.what()).find("'data.val_tokens'"), std::string::npos) << e.what();
