@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "kernels/kernels.h"
 
 namespace pg::isa {
 namespace {
@@ -21,28 +22,35 @@ unsigned max_leaf() { return cpuid(0, 0).a; }
 
 }  // namespace
 
-const char* name(Isa i) {
-  switch (i) {
-    case Isa::avx2:
-      return "avx2";
-    case Isa::avx512:
-      return "avx512";
-  }
-  return "?";
+namespace {
+bool has_avx2() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+bool has_avx512() {
+  return has_avx2() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+}
+}  // namespace
+
+const std::vector<IsaEntry>& table() {
+  static const std::vector<IsaEntry> t = {
+      {Isa::avx2, "avx2", has_avx2, kern::avx2_kernels},
+      {Isa::avx512, "avx512", has_avx512, kern::avx512_kernels},
+  };
+  return t;
 }
 
-bool cpu_supports(Isa i) {
-  __builtin_cpu_init();
-  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  switch (i) {
-    case Isa::avx2:
-      return avx2;
-    case Isa::avx512:
-      return avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-             __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
-  }
-  return false;
+const IsaEntry& entry(Isa i) {
+  for (const IsaEntry& e : table())
+    if (e.isa == i) return e;
+  PG_CHECK(false, "instruction set ", static_cast<int>(i), " has no row in isa::table()");
+  return table().front();
 }
+
+const char* name(Isa i) { return entry(i).name; }
+
+bool cpu_supports(Isa i) { return entry(i).cpu_has(); }
 
 bool cpu_has_avx512bf16() { return max_leaf() >= 7 && ((cpuid(7, 1).a >> 5) & 1) != 0; }
 
@@ -76,8 +84,8 @@ std::string amx_palette_problem() {
 
 std::vector<Isa> supported() {
   std::vector<Isa> out;
-  for (Isa i : {Isa::avx2, Isa::avx512})
-    if (cpu_supports(i)) out.push_back(i);
+  for (const IsaEntry& e : table())
+    if (e.cpu_has()) out.push_back(e.isa);
   return out;
 }
 
@@ -92,8 +100,11 @@ Isa best() {
 
 Isa parse(const std::string& value, const char* where) {
   if (value.empty() || value == "auto") return best();
-  for (Isa i : {Isa::avx2, Isa::avx512}) {
-    if (value != name(i)) continue;
+  std::string names;
+  for (const IsaEntry& e : table()) names += str(", ", e.name);
+  for (const IsaEntry& e : table()) {
+    const Isa i = e.isa;
+    if (value != e.name) continue;
     if (!cpu_supports(i))
       throw UserError(str(
           where, "=", value, ": this CPU does not support ", value, " (hint: supported here: ",
@@ -105,7 +116,7 @@ Isa parse(const std::string& value, const char* where) {
           "; or auto)"));
     return i;
   }
-  throw UserError(str(where, "=", value, ": unknown instruction set (hint: auto, avx2 or avx512)"));
+  throw UserError(str(where, "=", value, ": unknown instruction set (hint: auto", names, ")"));
 }
 
 std::string cpu_description() {

@@ -7,9 +7,25 @@
 #include <string>
 #include <vector>
 
+namespace pg::kern {
+struct Kernels;
+}
+
 namespace pg::isa {
 
 enum class Isa { avx2, avx512 };
+
+// The instruction sets this build has kernels for, one row each, best last (kernels/isa.cpp): the only place an ISA
+// is listed. Its name as PAGEGRAM_ISA spells it, whether this CPU runs it, and its kernel table (call only when
+// cpu_has() is true).
+struct IsaEntry {
+  Isa isa;
+  const char* name;
+  bool (*cpu_has)();
+  const kern::Kernels& (*kernels)();
+};
+const std::vector<IsaEntry>& table();
+const IsaEntry& entry(Isa i);
 
 // Lower-case name as PAGEGRAM_ISA spells it ("avx2", "avx512").
 const char* name(Isa i);

@@ -25,14 +25,9 @@ const Kernels& init_active() {
 }  // namespace detail
 
 const Kernels& kernels_for(isa::Isa i) {
-  switch (i) {
-    case isa::Isa::avx2:
-      return avx2_kernels();
-    case isa::Isa::avx512:
-      if (!isa::cpu_supports(i)) throw UserError("avx512 kernels requested on a CPU without AVX-512 (hint: avx2)");
-      return avx512_kernels();
-  }
-  return avx2_kernels();
+  if (!isa::cpu_supports(i))
+    throw UserError(str(isa::name(i), " kernels requested on a CPU without them (hint: PAGEGRAM_ISA=auto)"));
+  return isa::entry(i).kernels();
 }
 
 void select(isa::Isa i) { detail::g_active = &kernels_for(i); }
