@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <parallel/algorithm>
+#include <span>
 
 #include "core/error.h"
 #include "core/h5.h"
@@ -57,6 +58,147 @@ uint64_t untok(uint32_t t) { return t == kBoundary32 ? memhash::kBoundaryToken :
 
 }  // namespace
 
+namespace {
+// Step 2 of measure_collisions: the head rows of each distinct n-gram of order index o (first_of indexes the sorted
+// keys), as dense per-head indices [U, K] (MemoryLayout::head_row_index).
+std::vector<uint32_t> gram_rows(const MemoryLayout& layout, int64_t o, const std::vector<GramKey>& keys,
+                                const std::vector<int64_t>& first_of) {
+  constexpr int64_t kParallelMin = 1 << 17, kChunk = 4096;
+  const int64_t U = static_cast<int64_t>(first_of.size()), K = layout.heads_per_order(), H = layout.heads(),
+                mo = layout.max_order(), n = layout.orders()[static_cast<size_t>(o)];
+  std::vector<uint32_t> rows(static_cast<size_t>(U * K));
+#pragma omp parallel if (U > kParallelMin)
+  {
+    std::vector<uint64_t> ctx(static_cast<size_t>(kChunk * mo));
+    std::vector<int64_t> r(static_cast<size_t>(kChunk * H));
+    std::vector<uint64_t> sg(static_cast<size_t>(kChunk * H * layout.sign_words()));
+#pragma omp for schedule(static)
+    for (int64_t c = 0; c < (U + kChunk - 1) / kChunk; ++c) {
+      const int64_t g0 = c * kChunk, m = std::min(kChunk, U - g0);
+      for (int64_t i = 0; i < m; ++i) {
+        const GramKey& k = keys[static_cast<size_t>(first_of[static_cast<size_t>(g0 + i)])];
+        const uint32_t tt[4] = {static_cast<uint32_t>(k.lo), static_cast<uint32_t>(k.lo >> 32),
+                                static_cast<uint32_t>(k.hi), static_cast<uint32_t>(k.hi >> 32)};
+        for (int64_t j = 0; j < mo; ++j)
+          ctx[static_cast<size_t>(i * mo + j)] = j < n ? untok(tt[j]) : memhash::kBoundaryToken;
+      }
+      layout.address(ctx.data(), m, r.data(), sg.data());
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t k = 0; k < K; ++k)
+          rows[static_cast<size_t>((g0 + i) * K + k)] =
+              static_cast<uint32_t>(layout.head_row_index(o, k, r[static_cast<size_t>(i * H + o * K + k)]));
+    }
+  }
+  return rows;
+}
+
+// Step 3 for head k: the distinct n-grams grouped by their head-k row (counting sort, stable: deterministic member
+// order), and for every pair inside a group the other heads it shares. Returns {pairs sharing another head, extra
+// heads shared, neighbour pairs counted at their first shared head}; offset and members are scratch.
+struct PairCounts {
+  int64_t share = 0, extra = 0, neighbours = 0;
+};
+PairCounts count_pairs(const std::vector<uint32_t>& rows, const std::vector<uint32_t>& occ, int64_t U, int64_t K,
+                       int64_t k, int64_t pairs, std::vector<int64_t>& offset, std::vector<uint32_t>& members) {
+  constexpr int64_t kParallelMin = 1 << 17;
+  const int64_t R = static_cast<int64_t>(occ.size());
+  // Counting sort of the distinct n-grams by head-k row (stable: deterministic member order).
+  offset.assign(static_cast<size_t>(R + 1), 0);
+  for (int64_t r = 0; r < R; ++r)
+    offset[static_cast<size_t>(r + 1)] = offset[static_cast<size_t>(r)] + occ[static_cast<size_t>(r)];
+  members.resize(static_cast<size_t>(U));
+  {
+    std::vector<int64_t> fill(offset.begin(), offset.end() - 1);
+    for (int64_t g = 0; g < U; ++g)
+      members[static_cast<size_t>(fill[rows[static_cast<size_t>(g * K + k)]]++)] = static_cast<uint32_t>(g);
+  }
+  int64_t share = 0, extra = 0, nbr = 0;
+#pragma omp parallel reduction(+ : share, extra, nbr) if (pairs > kParallelMin)
+  {
+    std::vector<uint32_t> buf;
+#pragma omp for schedule(dynamic, 4096)
+    for (int64_t r = 0; r < R; ++r) {
+      const int64_t b = offset[static_cast<size_t>(r)], m = offset[static_cast<size_t>(r + 1)] - b;
+      if (m < 2) continue;
+      buf.resize(static_cast<size_t>(m * K));
+      for (int64_t i = 0; i < m; ++i)
+        std::copy_n(rows.data() + static_cast<size_t>(members[static_cast<size_t>(b + i)]) * K, K, buf.data() + i * K);
+      for (int64_t p = 0; p < m; ++p) {
+        const uint32_t* a = buf.data() + p * K;
+        for (int64_t q = p + 1; q < m; ++q) {
+          const uint32_t* c = buf.data() + q * K;
+          uint64_t mask = 0;
+          for (int64_t j = 0; j < K; ++j) mask |= static_cast<uint64_t>(a[j] == c[j]) << j;
+          const int64_t e = std::popcount(mask) - 1;  // other heads shared (bit k is always set)
+          share += e > 0;
+          extra += e;
+          nbr += std::countr_zero(mask) == k;  // a neighbour pair, counted at its first shared head
+        }
+      }
+    }
+  }
+  return {share, extra, nbr};
+}
+
+// Step 4: the analytic expectations of cross-head sharing for the K heads of order index o (written into `heads`);
+// returns q, the probability that two distinct n-grams share at least one row.
+double set_expectations(const MemoryLayout& layout, int64_t o, std::span<HeadCollisions> heads) {
+  const int64_t K = layout.heads_per_order();
+  double q_any = 0;
+  if (layout.has_pages()) {  // P_n pages of K heads x S slots each
+    const double S = static_cast<double>(layout.slots()),
+                 P = static_cast<double>(layout.sizes()[static_cast<size_t>(o)]);
+    q_any = (1.0 - std::pow(1.0 - 1.0 / S, static_cast<double>(K))) / P;
+    for (int64_t k = 0; k < K; ++k) {
+      heads[static_cast<size_t>(k)].exp_cross_share = 1.0 - std::pow(1.0 - 1.0 / S, static_cast<double>(K - 1));
+      heads[static_cast<size_t>(k)].exp_cross_extra = static_cast<double>(K - 1) / S;
+    }
+    return q_any;
+  }
+  double none = 1.0;
+  for (int64_t j = 0; j < K; ++j) none *= 1.0 - 1.0 / static_cast<double>(layout.head_row_count(o, j));
+  q_any = 1.0 - none;
+  for (int64_t k = 0; k < K; ++k) {
+    double keep = 1.0, sum = 0.0;
+    for (int64_t j = 0; j < K; ++j)
+      if (j != k) {
+        keep *= 1.0 - 1.0 / static_cast<double>(layout.head_row_count(o, j));
+        sum += 1.0 / static_cast<double>(layout.head_row_count(o, j));
+      }
+    heads[static_cast<size_t>(k)].exp_cross_share = 1.0 - keep;
+    heads[static_cast<size_t>(k)].exp_cross_extra = sum;
+  }
+  return q_any;
+}
+
+// One order's row of the table: head means, head 0's pair statistics, neighbours and their expectation.
+OrderCollisions summarize_order(int64_t n, int64_t N, int64_t U, std::span<const HeadCollisions> heads,
+                                int64_t neighbour_pairs, double q_any) {
+  const double K = static_cast<double>(heads.size());
+  OrderCollisions oc;
+  oc.order = n;
+  oc.positions = N;
+  oc.distinct = U;
+  for (const HeadCollisions& hc : heads) {
+    oc.mean_occupancy += hc.mean_occupancy / K;
+    oc.var_over_mean += hc.var_over_mean / K;
+    oc.exp_var_over_mean += hc.exp_var_over_mean / K;
+    oc.foreign += hc.foreign / K;
+    oc.exp_foreign += hc.exp_foreign / K;
+  }
+  const HeadCollisions& ref = heads.front();
+  oc.head0_pairs = ref.pairs;
+  oc.cross_share = ref.cross_share;
+  oc.cross_extra = ref.cross_extra;
+  oc.exp_cross_share = ref.exp_cross_share;
+  oc.exp_cross_extra = ref.exp_cross_extra;
+  oc.neighbour_pairs = neighbour_pairs;
+  oc.neighbours = 2.0 * static_cast<double>(neighbour_pairs) / static_cast<double>(U);
+  oc.exp_neighbours = static_cast<double>(U - 1) * q_any;
+  return oc;
+}
+}  // namespace
+
 LayoutCollisions measure_collisions(const MemoryLayout& layout, const EvalStream& stream, bool progress) {
   Timer total;
   LayoutCollisions out;
@@ -65,7 +207,7 @@ LayoutCollisions measure_collisions(const MemoryLayout& layout, const EvalStream
   out.label = layout.label();
   out.heads_per_order = layout.heads_per_order();
   out.params = layout.params();
-  const int64_t N = stream.size(), K = layout.heads_per_order(), H = layout.heads(), mo = layout.max_order();
+  const int64_t N = stream.size(), K = layout.heads_per_order(), mo = layout.max_order();
   PG_CHECK(mo <= 4, "collision statistics support orders up to 4 (", mo, ")");
   PG_CHECK(K <= 64, "collision statistics support up to 64 heads per order");
   if (N <= 0) throw UserError("collisions: the token stream is empty");
@@ -115,29 +257,7 @@ LayoutCollisions measure_collisions(const MemoryLayout& layout, const EvalStream
 
     // 2. Rows of each distinct n-gram (all orders are addressed; this order's K columns are kept), as dense
     //    per-head indices in [0, R_k).
-    std::vector<uint32_t> rows(static_cast<size_t>(U * K));
-#pragma omp parallel if (U > kParallelMin)
-    {
-      std::vector<uint64_t> ctx(static_cast<size_t>(kChunk * mo));
-      std::vector<int64_t> r(static_cast<size_t>(kChunk * H));
-      std::vector<uint64_t> sg(static_cast<size_t>(kChunk * H * layout.sign_words()));
-#pragma omp for schedule(static)
-      for (int64_t c = 0; c < (U + kChunk - 1) / kChunk; ++c) {
-        const int64_t g0 = c * kChunk, m = std::min(kChunk, U - g0);
-        for (int64_t i = 0; i < m; ++i) {
-          const GramKey& k = keys[static_cast<size_t>(first_of[static_cast<size_t>(g0 + i)])];
-          const uint32_t tt[4] = {static_cast<uint32_t>(k.lo), static_cast<uint32_t>(k.lo >> 32),
-                                  static_cast<uint32_t>(k.hi), static_cast<uint32_t>(k.hi >> 32)};
-          for (int64_t j = 0; j < mo; ++j)
-            ctx[static_cast<size_t>(i * mo + j)] = j < n ? untok(tt[j]) : memhash::kBoundaryToken;
-        }
-        layout.address(ctx.data(), m, r.data(), sg.data());
-        for (int64_t i = 0; i < m; ++i)
-          for (int64_t k = 0; k < K; ++k)
-            rows[static_cast<size_t>((g0 + i) * K + k)] =
-                static_cast<uint32_t>(layout.head_row_index(o, k, r[static_cast<size_t>(i * H + o * K + k)]));
-      }
-    }
+    const std::vector<uint32_t> rows = gram_rows(layout, o, keys, first_of);
 
     // 3. Per head: occupancy, foreign share, row groups (counting sort) and the pairs inside them.
     std::vector<int64_t> pair_share(static_cast<size_t>(K)), pair_extra(static_cast<size_t>(K));
@@ -180,42 +300,7 @@ LayoutCollisions measure_collisions(const MemoryLayout& layout, const EvalStream
       hc.foreign = static_cast<double>(foreign) / static_cast<double>(N);
       hc.exp_foreign = 1.0 - std::pow(1.0 - 1.0 / static_cast<double>(R), static_cast<double>(U - 1));
 
-      // Counting sort of the distinct n-grams by head-k row (stable: deterministic member order).
-      offset.assign(static_cast<size_t>(R + 1), 0);
-      for (int64_t r = 0; r < R; ++r)
-        offset[static_cast<size_t>(r + 1)] = offset[static_cast<size_t>(r)] + occ[static_cast<size_t>(r)];
-      members.resize(static_cast<size_t>(U));
-      {
-        std::vector<int64_t> fill(offset.begin(), offset.end() - 1);
-        for (int64_t g = 0; g < U; ++g)
-          members[static_cast<size_t>(fill[rows[static_cast<size_t>(g * K + k)]]++)] = static_cast<uint32_t>(g);
-      }
-      int64_t share = 0, extra = 0, nbr = 0;
-#pragma omp parallel reduction(+ : share, extra, nbr) if (pairs > kParallelMin)
-      {
-        std::vector<uint32_t> buf;
-#pragma omp for schedule(dynamic, 4096)
-        for (int64_t r = 0; r < R; ++r) {
-          const int64_t b = offset[static_cast<size_t>(r)], m = offset[static_cast<size_t>(r + 1)] - b;
-          if (m < 2) continue;
-          buf.resize(static_cast<size_t>(m * K));
-          for (int64_t i = 0; i < m; ++i)
-            std::copy_n(rows.data() + static_cast<size_t>(members[static_cast<size_t>(b + i)]) * K, K,
-                        buf.data() + i * K);
-          for (int64_t p = 0; p < m; ++p) {
-            const uint32_t* a = buf.data() + p * K;
-            for (int64_t q = p + 1; q < m; ++q) {
-              const uint32_t* c = buf.data() + q * K;
-              uint64_t mask = 0;
-              for (int64_t j = 0; j < K; ++j) mask |= static_cast<uint64_t>(a[j] == c[j]) << j;
-              const int64_t e = std::popcount(mask) - 1;  // other heads shared (bit k is always set)
-              share += e > 0;
-              extra += e;
-              nbr += std::countr_zero(mask) == k;  // a neighbour pair, counted at its first shared head
-            }
-          }
-        }
-      }
+      const auto [share, extra, nbr] = count_pairs(rows, occ, U, K, k, pairs, offset, members);
       pair_share[static_cast<size_t>(k)] = share;
       pair_extra[static_cast<size_t>(k)] = extra;
       neighbour_pairs += nbr;
@@ -226,54 +311,10 @@ LayoutCollisions measure_collisions(const MemoryLayout& layout, const EvalStream
 
     // 4. Analytic expectations of cross-head sharing and neighbours.
     const size_t h0 = out.heads.size() - static_cast<size_t>(K);
-    double q_any = 0;  // P(two distinct n-grams share at least one row)
-    if (layout.has_pages()) {  // P_n pages of K heads x S slots each
-      const double S = static_cast<double>(layout.slots()),
-                   P = static_cast<double>(layout.sizes()[static_cast<size_t>(o)]);
-      q_any = (1.0 - std::pow(1.0 - 1.0 / S, static_cast<double>(K))) / P;
-      for (int64_t k = 0; k < K; ++k) {
-        out.heads[h0 + static_cast<size_t>(k)].exp_cross_share =
-            1.0 - std::pow(1.0 - 1.0 / S, static_cast<double>(K - 1));
-        out.heads[h0 + static_cast<size_t>(k)].exp_cross_extra = static_cast<double>(K - 1) / S;
-      }
-    } else {
-      double none = 1.0;
-      for (int64_t j = 0; j < K; ++j) none *= 1.0 - 1.0 / static_cast<double>(layout.head_row_count(o, j));
-      q_any = 1.0 - none;
-      for (int64_t k = 0; k < K; ++k) {
-        double keep = 1.0, sum = 0.0;
-        for (int64_t j = 0; j < K; ++j)
-          if (j != k) {
-            keep *= 1.0 - 1.0 / static_cast<double>(layout.head_row_count(o, j));
-            sum += 1.0 / static_cast<double>(layout.head_row_count(o, j));
-          }
-        out.heads[h0 + static_cast<size_t>(k)].exp_cross_share = 1.0 - keep;
-        out.heads[h0 + static_cast<size_t>(k)].exp_cross_extra = sum;
-      }
-    }
+    const double q_any = set_expectations(layout, o, std::span<HeadCollisions>(out.heads).subspan(h0));
 
-    OrderCollisions oc;
-    oc.order = n;
-    oc.positions = N;
-    oc.distinct = U;
-    for (int64_t k = 0; k < K; ++k) {
-      const HeadCollisions& hc = out.heads[h0 + static_cast<size_t>(k)];
-      oc.mean_occupancy += hc.mean_occupancy / static_cast<double>(K);
-      oc.var_over_mean += hc.var_over_mean / static_cast<double>(K);
-      oc.exp_var_over_mean += hc.exp_var_over_mean / static_cast<double>(K);
-      oc.foreign += hc.foreign / static_cast<double>(K);
-      oc.exp_foreign += hc.exp_foreign / static_cast<double>(K);
-    }
-    const HeadCollisions& ref = out.heads[h0];
-    oc.head0_pairs = ref.pairs;
-    oc.cross_share = ref.cross_share;
-    oc.cross_extra = ref.cross_extra;
-    oc.exp_cross_share = ref.exp_cross_share;
-    oc.exp_cross_extra = ref.exp_cross_extra;
-    oc.neighbour_pairs = neighbour_pairs;
-    oc.neighbours = 2.0 * static_cast<double>(neighbour_pairs) / static_cast<double>(U);
-    oc.exp_neighbours = static_cast<double>(U - 1) * q_any;
-    out.orders.push_back(oc);
+    out.orders.push_back(
+        summarize_order(n, N, U, std::span<const HeadCollisions>(out.heads).subspan(h0), neighbour_pairs, q_any));
     if (progress)
       Note() << "  collisions " << out.label << ": order " << n << " done (" << fmt_fixed(t.seconds(), 1) << " s)";
   }
