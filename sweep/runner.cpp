@@ -16,6 +16,7 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -355,6 +356,91 @@ SweepPlan plan_sweep(const SweepSpec& spec, const SweepRunOptions& opt) {
   return plan;
 }
 
+using Emit = std::function<void(SweepEvent::Kind, const std::string&, const std::string&)>;
+
+// Starts run i in a free CPU slot, unless another runner holds its lock or it finished meanwhile (then nullopt,
+// counted in res): its config written, a log without a checkpoint dropped, `pagegram train --resume` spawned.
+std::optional<Child> start_run(const SweepRun& r, size_t i, const RunStatus& status, const std::string& binary,
+                               int64_t threads, const std::vector<int>& cpus, std::vector<bool>& slot_used,
+                               SweepRunResult& res, const Emit& emit) {
+  fs::create_directories(r.dir);
+  const std::string lock = r.dir + "/.lock";
+  const int lfd = ::open(lock.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
+  if (lfd < 0) throw IoError(str("cannot open ", lock, ": ", std::strerror(errno)));
+  if (::flock(lfd, LOCK_EX | LOCK_NB) != 0) {
+    ::close(lfd);
+    res.locked.push_back(r.name);
+    emit(SweepEvent::kSkipped, r.name, str("skip ", r.name, ": another runner is running it"));
+    return std::nullopt;
+  }
+  if (run_dir_finished(r.dir)) {  // finished by someone else since we looked
+    ::close(lfd);
+    ++res.already_finished;
+    return std::nullopt;
+  }
+  write_run_config(r);
+  fs::remove(r.dir + "/failed.txt");
+  // Without a checkpoint the run starts over: drop a log of steps that no checkpoint holds.
+  if (!fs::exists(r.dir + "/checkpoint.h5")) fs::remove(r.dir + "/log.h5");
+  Child c;
+  c.run = i;
+  c.lock_fd = lfd;
+  c.slot = static_cast<int>(std::find(slot_used.begin(), slot_used.end(), false) - slot_used.begin());
+  slot_used[static_cast<size_t>(c.slot)] = true;
+  std::vector<int> mine;
+  for (int64_t t = 0; t < threads; ++t)
+    mine.push_back(cpus[static_cast<size_t>((c.slot * threads + t) % static_cast<int64_t>(cpus.size()))]);
+  c.start_step = c.step = std::max<int64_t>(0, status.checkpoint_step);
+  c.pid =
+      spawn(binary, {"train", "--config", r.dir + "/config.yaml", "--resume", "--set", str("train.threads=", threads)},
+            r.dir + "/train.out", mine);
+  ++res.launched;
+  emit(SweepEvent::kStart, r.name,
+       str("start ", r.name, c.start_step > 0 ? str(" (resuming at step ", c.start_step, ")") : std::string(), " -> ",
+           r.dir, "/train.out"));
+  return c;
+}
+
+// A child that exited: finished (record written, committed when asked), diverged (kept as a result) or failed
+// (failed.txt, retried by the next `sweep run`).
+void report_exit(const SweepSpec& spec, const SweepRunOptions& opt, const SweepRun& r, const Child& c, pid_t w,
+                 int wstatus, SweepRunResult& res, std::vector<double>& done_rates, const Emit& emit) {
+  const auto tps = static_cast<double>(r.config.train.tokens_per_step);
+  const double secs = c.timer.seconds();
+  const int64_t end_step = logged_step(r.dir);
+  const bool ok = w == c.pid && WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0;
+  if (ok && run_dir_finished(r.dir)) {
+    ++res.finished;
+    // A resumed run's short tail carries its start-up time: only runs that did at least half their steps here.
+    if (2 * (end_step - c.start_step) >= r.config.train.total_steps())
+      done_rates.push_back(secs / (static_cast<double>(end_step - c.start_step) * tps));
+    const RunStatus s = run_status(r);
+    const std::string rec = write_run_record(spec, r);
+    emit(SweepEvent::kDone, r.name,
+         str("done  ", r.name, " in ", fmt_duration(secs), ": held-out loss ", s.final_loss, "; record ", rec,
+             opt.commit ? str("; ", commit_or_warn(rec, str(spec.name(), ": record of ", r.name, " (held-out ",
+                                                            s.final_loss, ")")))
+                        : std::string()));
+  } else if (run_status(r).state == RunState::kDiverged) {
+    res.diverged.push_back(r.name);
+    const std::string rec = write_run_record(spec, r);
+    emit(SweepEvent::kDiverged, r.name,
+         str("DIVERGED ", r.name, " at step ", end_step, " (kept as a result",
+             opt.commit ? str("; ", commit_or_warn(rec, str(spec.name(), ": record of ", r.name, " (diverged)")))
+                        : std::string(),
+             "; last lines of its train.out:)\n", tail_lines(r.dir + "/train.out", 3)));
+  } else {
+    std::string why = !ok ? (WIFSIGNALED(wstatus) ? str("killed by signal ", WTERMSIG(wstatus))
+                                                  : str("exit code ", WEXITSTATUS(wstatus)))
+                          : std::string("exited 0 but log.h5 does not say finished");
+    res.failed.push_back(r.name);
+    write_text_atomic(r.dir + "/failed.txt", str(why, " at step ", end_step, " (", iso_time_now(), ")\n"));
+    emit(SweepEvent::kFailed, r.name,
+         str("FAILED ", r.name, ": ", why, "; last lines of ", r.dir, "/train.out:\n",
+             tail_lines(r.dir + "/train.out", 12), "    (the sweep goes on; `pagegram sweep run` again retries it)"));
+  }
+}
+
 SweepRunResult run_sweep(const SweepSpec& spec, const SweepRunOptions& opt, const SweepEventFn& on_event) {
   Classified c = classify(spec, opt, true);
   if (!c.data_mismatch.empty() && !opt.allow_mixed_data) throw UserError(c.data_mismatch);
@@ -365,7 +451,7 @@ SweepRunResult run_sweep(const SweepSpec& spec, const SweepRunOptions& opt, cons
   const int64_t parallel = c.parallel, threads = c.threads;
   const std::string& binary = c.binary;
   SweepRunResult& res = c.res;
-  auto emit = [&](SweepEvent::Kind kind, const std::string& run, const std::string& text) {
+  const Emit emit = [&](SweepEvent::Kind kind, const std::string& run, const std::string& text) {
     if (on_event) on_event(SweepEvent{kind, run, text});
   };
   emit(SweepEvent::kHeader, "", c.header);
@@ -426,43 +512,8 @@ SweepRunResult run_sweep(const SweepSpec& spec, const SweepRunOptions& opt, cons
     // Start runs while slots are free.
     while (!g_stop_signal && static_cast<int64_t>(active.size()) < parallel && next < queue.size()) {
       const size_t i = queue[next++];
-      const SweepRun& r = runs[i];
-      fs::create_directories(r.dir);
-      const std::string lock = r.dir + "/.lock";
-      const int lfd = ::open(lock.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
-      if (lfd < 0) throw IoError(str("cannot open ", lock, ": ", std::strerror(errno)));
-      if (::flock(lfd, LOCK_EX | LOCK_NB) != 0) {
-        ::close(lfd);
-        res.locked.push_back(r.name);
-        emit(SweepEvent::kSkipped, r.name, str("skip ", r.name, ": another runner is running it"));
-        continue;
-      }
-      if (run_dir_finished(r.dir)) {  // finished by someone else since we looked
-        ::close(lfd);
-        ++res.already_finished;
-        continue;
-      }
-      write_run_config(r);
-      fs::remove(r.dir + "/failed.txt");
-      // Without a checkpoint the run starts over: drop a log of steps that no checkpoint holds.
-      if (!fs::exists(r.dir + "/checkpoint.h5")) fs::remove(r.dir + "/log.h5");
-      Child c;
-      c.run = i;
-      c.lock_fd = lfd;
-      c.slot = static_cast<int>(std::find(slot_used.begin(), slot_used.end(), false) - slot_used.begin());
-      slot_used[static_cast<size_t>(c.slot)] = true;
-      std::vector<int> mine;
-      for (int64_t t = 0; t < threads; ++t)
-        mine.push_back(cpus[static_cast<size_t>((c.slot * threads + t) % static_cast<int64_t>(cpus.size()))]);
-      c.start_step = c.step = std::max<int64_t>(0, initial[i].checkpoint_step);
-      c.pid = spawn(binary,
-                    {"train", "--config", r.dir + "/config.yaml", "--resume", "--set", str("train.threads=", threads)},
-                    r.dir + "/train.out", mine);
-      ++res.launched;
-      emit(SweepEvent::kStart, r.name,
-           str("start ", r.name, c.start_step > 0 ? str(" (resuming at step ", c.start_step, ")") : std::string(),
-               " -> ", r.dir, "/train.out"));
-      active.push_back(std::move(c));
+      std::optional<Child> child = start_run(runs[i], i, initial[i], binary, threads, cpus, slot_used, res, emit);
+      if (child) active.push_back(std::move(*child));
     }
     if (active.empty()) break;
     if (g_stop_signal) break;
@@ -479,40 +530,7 @@ SweepRunResult run_sweep(const SweepSpec& spec, const SweepRunOptions& opt, cons
         ++a;
         continue;
       }
-      const double secs = c.timer.seconds();
-      const int64_t end_step = logged_step(r.dir);
-      const bool ok = w == c.pid && WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0;
-      if (ok && run_dir_finished(r.dir)) {
-        ++res.finished;
-        // A resumed run's short tail carries its start-up time: only runs that did at least half their steps here.
-        if (2 * (end_step - c.start_step) >= r.config.train.total_steps())
-          done_rates.push_back(secs / (static_cast<double>(end_step - c.start_step) * tps(c.run)));
-        const RunStatus s = run_status(r);
-        const std::string rec = write_run_record(spec, r);
-        emit(SweepEvent::kDone, r.name,
-             str("done  ", r.name, " in ", fmt_duration(secs), ": held-out loss ", s.final_loss, "; record ", rec,
-                 opt.commit ? str("; ", commit_or_warn(rec, str(spec.name(), ": record of ", r.name, " (held-out ",
-                                                                s.final_loss, ")")))
-                            : std::string()));
-      } else if (run_status(r).state == RunState::kDiverged) {
-        res.diverged.push_back(r.name);
-        const std::string rec = write_run_record(spec, r);
-        emit(SweepEvent::kDiverged, r.name,
-             str("DIVERGED ", r.name, " at step ", end_step, " (kept as a result",
-                 opt.commit ? str("; ", commit_or_warn(rec, str(spec.name(), ": record of ", r.name, " (diverged)")))
-                            : std::string(),
-                 "; last lines of its train.out:)\n", tail_lines(r.dir + "/train.out", 3)));
-      } else {
-        std::string why = !ok ? (WIFSIGNALED(wstatus) ? str("killed by signal ", WTERMSIG(wstatus))
-                                                      : str("exit code ", WEXITSTATUS(wstatus)))
-                              : std::string("exited 0 but log.h5 does not say finished");
-        res.failed.push_back(r.name);
-        write_text_atomic(r.dir + "/failed.txt", str(why, " at step ", end_step, " (", iso_time_now(), ")\n"));
-        emit(SweepEvent::kFailed, r.name,
-             str("FAILED ", r.name, ": ", why, "; last lines of ", r.dir, "/train.out:\n",
-                 tail_lines(r.dir + "/train.out", 12),
-                 "    (the sweep goes on; `pagegram sweep run` again retries it)"));
-      }
+      report_exit(spec, opt, r, c, w, wstatus, res, done_rates, emit);
       ::close(c.lock_fd);
       slot_used[static_cast<size_t>(c.slot)] = false;
       active.erase(active.begin() + static_cast<std::ptrdiff_t>(a));
