@@ -130,16 +130,12 @@ void register_eval(CLI::App& app, const std::string& command_line) {
   });
 }
 
-// `pagegram bench train|peak|overhead`: training speed, the machine's peaks, a table's cost round-robin.
-void register_bench(CLI::App& app, const std::string& command_line) {
-  static std::string command;  // read by the callbacks, which run after registration
-  command = command_line;
+// `pagegram bench train`: steady-state training tokens/s and peak RSS.
+void register_bench_train(CLI::App* bench) {
   static std::string config;
   static std::vector<std::string> sets;
   static int64_t steps = 5, warmup = 1;
   static bool synthetic = false;
-  CLI::App* bench = app.add_subcommand("bench", "benchmarks");
-  bench->require_subcommand(1);
   CLI::App* c = bench->add_subcommand("train", "steady-state training tokens/s and peak RSS (no files written)");
   c->add_option("--config", config, "experiment config YAML")->required();
   c->add_option("--set", sets, "override a key (repeatable)");
@@ -225,6 +221,10 @@ void register_bench(CLI::App& app, const std::string& command_line) {
           100.0 * m.collisions / s.train_seconds, 1e3 * m.collisions / static_cast<double>(steps),
           static_cast<double>(s.collision_owner_bytes) / (1024.0 * 1024.0));
   });
+}
+
+// `pagegram bench peak`: the machine's FMA and bf16 peaks and the GEMM's share of them.
+void register_bench_peak(CLI::App* bench) {
   CLI::App* pk =
       bench->add_subcommand("peak", "the machine's fp32 FMA peak and kernels/gemm's share of it (this ISA's kernels)");
   static int64_t pthreads = 0;
@@ -250,6 +250,10 @@ void register_bench(CLI::App& app, const std::string& command_line) {
           "GFLOP/s = %.0f%% of it\n",
           kern::bf16_name().c_str(), p.bf16_gemm_gflops, 100.0 * p.bf16_gemm_gflops / p.fma_gflops);
   });
+}
+
+// `pagegram bench overhead`: a memory table's cost, round-robin in one process.
+void register_bench_overhead(CLI::App* bench) {
   static std::vector<std::string> configs, osets;
   static int64_t rounds = 10, owarmup = 2;
   CLI::App* o = bench->add_subcommand(
@@ -292,13 +296,22 @@ void register_bench(CLI::App& app, const std::string& command_line) {
   });
 }
 
+// `pagegram bench train|peak|overhead`.
+void register_bench(CLI::App& app) {
+  CLI::App* bench = app.add_subcommand("bench", "benchmarks");
+  bench->require_subcommand(1);
+  register_bench_train(bench);
+  register_bench_peak(bench);
+  register_bench_overhead(bench);
+}
+
 }  // namespace
 
 void register_train_commands(CLI::App& app, int argc, char** argv) {
   static const std::string command = joined_command(argc, argv);
   register_train(app, command);
   register_eval(app, command);
-  register_bench(app, command);
+  register_bench(app);
 }
 
 }  // namespace pg::cli
