@@ -11,7 +11,7 @@ import os
 import re
 import sys
 
-ROOMS = ["core", "data", "memory", "model", "train", "storage", "sweep", "infer", "eval", "cli", "tests", "bench"]
+ROOMS = ["core", "kernels", "data", "memory", "model", "train", "storage", "sweep", "infer", "eval", "cli", "tests", "bench"]
 SCOPE = re.compile(r"^\s*(namespace\b|(template\s*<[^>]*>\s*)?(class|struct|union|enum)\b|extern\s+\"C\")")
 
 

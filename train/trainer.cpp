@@ -148,6 +148,17 @@ void log_memory_step(RunLog& log, const StepStats& ss, int64_t step, const Memor
   if (collisions) log.collisions(step, ss.collisions, mc.orders, mc.collision_owners);
 }
 
+// The validation windows of each evaluation; ConfigError when there is none (every evaluation would be a mean over
+// no window, NaN, and the run would look finished).
+int64_t eval_window_count(const ExperimentConfig& cfg, const data::ValidationWindows& val) {
+  const int64_t T = cfg.model.context, eval_n = std::min<int64_t>(cfg.train.eval_windows, val.count());
+  if (eval_n < 1)
+    throw ConfigError(str("data.val_tokens = ", cfg.data.val_tokens, " holds no validation window of T + 1 = ", T + 1,
+                          " tokens (hint: data.val_tokens >= (model.context + 1) x train.eval_windows, e.g. ",
+                          (T + 1) * std::min<int64_t>(cfg.train.eval_windows, 2048), ")"));
+  return eval_n;
+}
+
 // What the session knows about the run when it ends: memory, phase times, exchange, sizes.
 void add_session_facts(TrainSummary& sum, Session& session) {
   MemoryInjector* mem = session.memory();
@@ -210,11 +221,7 @@ TrainSummary train(const ExperimentConfig& cfg, const data::DataSet& ds, const T
   TrainState& st = session.state();
   data::WindowSampler sampler = ds.sampler(T, static_cast<uint64_t>(tc.seed));
   data::ValidationWindows val = ds.validation(T);
-  const int64_t eval_n = std::min<int64_t>(tc.eval_windows, val.count());
-  if (eval_n < 1)  // every evaluation would be a mean over no window (NaN), and the run would look finished
-    throw ConfigError(str("data.val_tokens = ", cfg.data.val_tokens, " holds no validation window of T + 1 = ", T + 1,
-                          " tokens (hint: data.val_tokens >= (model.context + 1) x train.eval_windows, e.g. ",
-                          (T + 1) * std::min<int64_t>(tc.eval_windows, 2048), ")"));
+  const int64_t eval_n = eval_window_count(cfg, val);
 
   const std::string ckpt = tc.out_dir + "/checkpoint.h5", log_path = tc.out_dir + "/log.h5";
   std::unique_ptr<RunDirLock> lock;
