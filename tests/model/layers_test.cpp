@@ -66,7 +66,7 @@ double rel_diff(const A& a, const B& b) {
 void report(const char* what, double err) { std::printf("[fd] %-28s max rel error %.3g\n", what, err); }
 
 // Finite differences call each layer thousands of times on tiny inputs: run them on one thread (the layers'
-// results do not depend on the thread count; BitIdenticalAcrossThreadCounts in test_transformer.cpp checks it).
+// results do not depend on the thread count; BitIdenticalAcrossThreadCounts in transformer_test.cpp checks it).
 class ModelLayers : public ::testing::Test {
  protected:
   void SetUp() override {
