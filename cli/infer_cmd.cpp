@@ -25,6 +25,8 @@ void add_engine_options(CLI::App* c, EngineOptions& o, std::string& cache, int64
                 "how --table is read: mmap, mmap-warm (every page read at load) or direct "
                 "(O_DIRECT + io_uring, with --cache)")
       ->capture_default_str();
+  c->add_option("--tokenizer", o.tokenizer,
+                "the sentencepiece model (default: tokenizer.model beside the checkpoint, else the data cache's)");
   c->add_option("--cache", cache, "direct: LRU page cache size, e.g. 1GiB (0 = none: every lookup reads the disk)")
       ->capture_default_str();
   c->add_option("--batch", o.max_batch, "rows per forward: sessions decoded together, prefill chunk")

@@ -1,6 +1,7 @@
 // Implementation of infer/serve.h.
 #include "infer/serve.h"
 
+#include <filesystem>
 #include <istream>
 #include <ostream>
 #include <sstream>
@@ -25,6 +26,23 @@ std::unique_ptr<Engine> open_engine(const EngineOptions& o) {
   to.micro_batch = 1;  // the decoder has its own scratch
   TrainedModel tm = load_trained_model(o.checkpoint, to);
   std::string no_tokenizer;  // why there is none, for the error of a request that needs one (ids-only use works)
+  const std::string beside = (std::filesystem::path(o.checkpoint).parent_path() / "tokenizer.model").string();
+  const std::string given = !o.tokenizer.empty() ? o.tokenizer : std::filesystem::exists(beside) ? beside : "";
+  if (!given.empty()) {
+    if (!std::filesystem::is_regular_file(given))
+      throw UserError(str("--tokenizer ", given, ": no such file (hint: the sentencepiece model, e.g. ",
+                          "<cache>/tokenizers/<key>/spm.model, or leave --tokenizer out to use the data cache's)"));
+    auto ds = std::make_unique<data::DataSet>();
+    try {
+      ds->tokenizer = std::make_shared<const data::Tokenizer>(given);
+    } catch (const std::exception& e) {
+      throw UserError(str("tokenizer ", given, ": not a sentencepiece model (", e.what(), ")"));
+    }
+    if (ds->tokenizer->vocab_size() != tm.cfg().model.vocab)
+      throw UserError(str("tokenizer ", given, ": ", ds->tokenizer->vocab_size(), " pieces, the checkpoint's ",
+                          "model.vocab is ", tm.cfg().model.vocab, " (hint: the tokenizer of another model)"));
+    tm.data = std::move(ds);
+  }
   if (!tm.data) {
     // Serving needs the tokenizer only, not the token stores: the cached sentencepiece model of the checkpoint's
     // config.

@@ -23,6 +23,9 @@ namespace pg {
 struct EngineOptions {
   std::string checkpoint;
   std::string table;  // .pgt file; empty: the checkpoint's fp32 table in RAM
+  // The sentencepiece model to serve with. Empty: `tokenizer.model` beside the checkpoint when there is one (a model
+  // folder copied without the corpus), else the checkpoint config's tokenizer in the data cache.
+  std::string tokenizer;
   std::string table_mode = "mmap";  // mmap | mmap-warm | direct
   int64_t cache_bytes = 0;  // direct: LRU page cache
   int64_t max_batch = 64;

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <sstream>
 
@@ -537,6 +538,56 @@ TEST_F(EngineTest, ServingNeedsTheTokenizerNotTheTokenStores) {
   }
   fs::rename(dir_ / "spm.model.away", model);
   fs::rename(away, tokens);
+}
+
+// `f` throws UserError whose message holds every part.
+void expect_user_error(const std::function<void()>& f, const std::vector<std::string>& parts) {
+  try {
+    f();
+    ADD_FAILURE() << "no UserError";
+  } catch (const UserError& e) {
+    for (const std::string& p : parts) EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what();
+  }
+}
+
+// A model folder copied to a machine without the data cache serves with the tokenizer.model beside its checkpoint,
+// or with --tokenizer; a missing or foreign file is one clear error.
+TEST_F(EngineTest, TheTokenizerBesideTheCheckpointOrGivenServesWithoutTheCache) {
+  fs::path model;
+  for (const auto& f : fs::recursive_directory_iterator(dir_ / "cache" / "tokenizers"))
+    if (f.path().filename() == "spm.model") model = f.path();
+  ASSERT_FALSE(model.empty());
+  std::vector<int32_t> want;
+  {
+    std::unique_ptr<Engine> e = engine("pagegram");
+    want = e->encode("hello world");
+  }
+  const fs::path folder = dir_ / "folder";
+  fs::create_directories(folder);
+  fs::copy_file(ckpt("pagegram"), folder / "checkpoint.h5", fs::copy_options::overwrite_existing);
+  fs::copy_file(model, folder / "tokenizer.model", fs::copy_options::overwrite_existing);
+  const fs::path away = dir_ / "tokenizers.away";
+  fs::rename(dir_ / "cache" / "tokenizers", away);  // no tokenizer in the data cache now
+  EngineOptions o;
+  o.checkpoint = (folder / "checkpoint.h5").string();
+  o.progress = false;
+  {
+    std::unique_ptr<Engine> e = open_engine(o);  // finds folder/tokenizer.model
+    ASSERT_NE(e->tokenizer(), nullptr);
+    EXPECT_EQ(e->encode("hello world"), want);
+  }
+  fs::rename(folder / "tokenizer.model", dir_ / "elsewhere.model");
+  o.tokenizer = (dir_ / "elsewhere.model").string();
+  {
+    std::unique_ptr<Engine> e = open_engine(o);  // --tokenizer
+    ASSERT_NE(e->tokenizer(), nullptr);
+    EXPECT_EQ(e->encode("hello world"), want);
+  }
+  o.tokenizer = (dir_ / "missing.model").string();
+  expect_user_error([&] { open_engine(o); }, {"--tokenizer", "missing.model", "no such file"});
+  o.tokenizer = ckpt("pagegram");  // an HDF5 file, not a sentencepiece model
+  expect_user_error([&] { open_engine(o); }, {"not a sentencepiece model"});
+  fs::rename(away, dir_ / "cache" / "tokenizers");
 }
 
 TEST_F(EngineTest, AnEndOfDocumentTokenCutsTheNgramsAsADocumentStartDoes) {
