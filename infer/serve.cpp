@@ -14,6 +14,22 @@
 
 namespace pg {
 
+namespace {
+// A data set holding only the tokenizer at `path` (what serving needs), checked against the model's vocabulary.
+std::unique_ptr<data::DataSet> tokenizer_only(const std::string& path, int64_t vocab, const char* hint) {
+  auto ds = std::make_unique<data::DataSet>();
+  try {
+    ds->tokenizer = std::make_shared<const data::Tokenizer>(path);
+  } catch (const std::exception& e) {
+    throw UserError(str("tokenizer ", path, ": not a sentencepiece model (", e.what(), ")"));
+  }
+  if (ds->tokenizer->vocab_size() != vocab)
+    throw UserError(str("tokenizer ", path, ": ", ds->tokenizer->vocab_size(), " pieces, the checkpoint's ",
+                        "model.vocab is ", vocab, " (hint: ", hint, ")"));
+  return ds;
+}
+}  // namespace
+
 std::unique_ptr<Engine> open_engine(const EngineOptions& o) {
   if (o.max_batch < 1 || o.max_batch > 4096) throw UserError(str("--batch ", o.max_batch, ": expected 1..4096"));
   if (o.cache_bytes > 0 &&
@@ -32,29 +48,15 @@ std::unique_ptr<Engine> open_engine(const EngineOptions& o) {
     if (!std::filesystem::is_regular_file(given))
       throw UserError(str("--tokenizer ", given, ": no such file (hint: the sentencepiece model, e.g. ",
                           "<cache>/tokenizers/<key>/spm.model, or leave --tokenizer out to use the data cache's)"));
-    auto ds = std::make_unique<data::DataSet>();
-    try {
-      ds->tokenizer = std::make_shared<const data::Tokenizer>(given);
-    } catch (const std::exception& e) {
-      throw UserError(str("tokenizer ", given, ": not a sentencepiece model (", e.what(), ")"));
-    }
-    if (ds->tokenizer->vocab_size() != tm.cfg().model.vocab)
-      throw UserError(str("tokenizer ", given, ": ", ds->tokenizer->vocab_size(), " pieces, the checkpoint's ",
-                          "model.vocab is ", tm.cfg().model.vocab, " (hint: the tokenizer of another model)"));
-    tm.data = std::move(ds);
+    tm.data = tokenizer_only(given, tm.cfg().model.vocab, "the tokenizer of another model");
   }
   if (!tm.data) {
     // Serving needs the tokenizer only, not the token stores: the cached sentencepiece model of the checkpoint's
     // config.
     const data::TokenizerPaths tp = data::tokenizer_paths(tm.cfg().data, tm.cfg().tokenizer);
     if (tp.cache_hit) {
-      auto ds = std::make_unique<data::DataSet>();
-      ds->tokenizer = std::make_shared<const data::Tokenizer>(tp.model);
-      if (ds->tokenizer->vocab_size() != tm.cfg().model.vocab)
-        throw UserError(str("tokenizer ", tp.model, ": ", ds->tokenizer->vocab_size(), " pieces, the checkpoint's ",
-                            "model.vocab is ", tm.cfg().model.vocab, " (hint: the cache holds another tokenizer)"));
-      ds->tokenizer_paths = tp;
-      tm.data = std::move(ds);
+      tm.data = tokenizer_only(tp.model, tm.cfg().model.vocab, "the cache holds another tokenizer");
+      tm.data->tokenizer_paths = tp;
     } else {
       no_tokenizer = str("the checkpoint's tokenizer ", tp.model, " is not in the data cache (hint: pagegram data ",
                          "tokenizer --config <the checkpoint's config>, or copy that file there)");

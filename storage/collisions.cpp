@@ -59,11 +59,14 @@ uint64_t untok(uint32_t t) { return t == kBoundary32 ? memhash::kBoundaryToken :
 }  // namespace
 
 namespace {
+// Parallel regions only for large loops: on a loaded 2-core machine, barriers of small regions cost more than the
+// work. Positions and n-grams are addressed in chunks of kChunk.
+constexpr int64_t kParallelMin = 1 << 17, kChunk = 4096;
+
 // Step 2 of measure_collisions: the head rows of each distinct n-gram of order index o (first_of indexes the sorted
 // keys), as dense per-head indices [U, K] (MemoryLayout::head_row_index).
 std::vector<uint32_t> gram_rows(const MemoryLayout& layout, int64_t o, const std::vector<GramKey>& keys,
                                 const std::vector<int64_t>& first_of) {
-  constexpr int64_t kParallelMin = 1 << 17, kChunk = 4096;
   const int64_t U = static_cast<int64_t>(first_of.size()), K = layout.heads_per_order(), H = layout.heads(),
                 mo = layout.max_order(), n = layout.orders()[static_cast<size_t>(o)];
   std::vector<uint32_t> rows(static_cast<size_t>(U * K));
@@ -100,7 +103,6 @@ struct PairCounts {
 };
 PairCounts count_pairs(const std::vector<uint32_t>& rows, const std::vector<uint32_t>& occ, int64_t U, int64_t K,
                        int64_t k, int64_t pairs, std::vector<int64_t>& offset, std::vector<uint32_t>& members) {
-  constexpr int64_t kParallelMin = 1 << 17;
   const int64_t R = static_cast<int64_t>(occ.size());
   // Counting sort of the distinct n-grams by head-k row (stable: deterministic member order).
   offset.assign(static_cast<size_t>(R + 1), 0);
@@ -218,14 +220,10 @@ LayoutCollisions measure_collisions(const MemoryLayout& layout, const EvalStream
   const std::span<const uint64_t> docs(stream.doc_starts);
 
   std::vector<GramKey> keys(static_cast<size_t>(N));
-  // Parallel regions only for large loops: on a loaded 2-core machine, barriers of small regions cost more
-  // than the work.
-  constexpr int64_t kParallelMin = 1 << 17;
   for (int64_t o = 0; o < layout.n_orders(); ++o) {
     Timer t;
     const int64_t n = layout.orders()[o];
     // 1. Exact keys of every position's n-gram, sorted: distinct n-grams = runs.
-    constexpr int64_t kChunk = 4096;
 #pragma omp parallel if (N > kParallelMin)
     {
       std::vector<uint64_t> ctx(static_cast<size_t>(kChunk * mo));
