@@ -1,5 +1,10 @@
 // `pagegram generate` and `pagegram serve` (infer/).
+#include <pthread.h>
+
+#include <csignal>
 #include <cstdio>
+#include <filesystem>
+#include <thread>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -12,6 +17,8 @@
 #include "core/threads.h"
 #include "core/timer.h"
 #include "infer/bench.h"
+#include "infer/completion.h"
+#include "infer/http.h"
 #include "infer/serve.h"
 #include "storage/eval_stream.h"
 
@@ -37,6 +44,34 @@ void add_engine_options(CLI::App* c, EngineOptions& o, std::string& cache, int64
   c->add_option("--threads", threads, "threads (0 = all allowed CPUs, pinned)")
       ->check(CLI::Range(int64_t{0}, int64_t{1024}));
 }
+
+// serve --http: the server runs until SIGINT or SIGTERM (taken by a thread of their own, which stops it cleanly).
+void serve_http(EngineOptions& o, HttpOptions& h) {
+  if (h.model_name.empty()) {
+    const std::filesystem::path dir = std::filesystem::absolute(o.checkpoint).parent_path();
+    if (!dir.filename().empty()) h.model_name = dir.filename().string();
+  }
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);  // before any thread starts: every thread inherits the mask
+  std::unique_ptr<Engine> e = open_engine(o);
+  HttpServer server(*e, h);
+  const int port = server.bind();
+  std::fprintf(stderr, "serving %s (%s) on http://%s:%d (model '%s', %lld decoded together); Ctrl-C stops\n",
+               o.checkpoint.c_str(), e->source() ? e->source()->describe().c_str() : "no memory table", h.host.c_str(),
+               port, h.model_name.c_str(), static_cast<long long>(h.max_active));
+  std::thread waiter([&] {
+    int sig = 0;
+    sigwait(&set, &sig);
+    std::fprintf(stderr, "serve: %s, stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    server.stop();
+  });
+  server.run();
+  pthread_kill(waiter.native_handle(), SIGTERM);  // stopped otherwise: the waiter ends too
+  waiter.join();
+}
 }  // namespace
 
 void register_infer_commands(CLI::App& app) {
@@ -58,6 +93,18 @@ void register_infer_commands(CLI::App& app) {
     c->add_option("--temperature", temperature, "sampling temperature (0 = greedy)")->capture_default_str();
     c->add_option("--top-k", top_k, "sample among the k most likely tokens (0 = all)")->capture_default_str();
     c->add_option("--seed", seed, "sampling seed")->capture_default_str();
+    static SamplingOptions more;
+    c->add_option("--top-p", more.top_p, "nucleus: sample among the most probable tokens reaching this probability")
+        ->capture_default_str();
+    c->add_option("--min-p", more.min_p, "drop tokens less probable than this x the most probable one")
+        ->capture_default_str();
+    c->add_option("--repetition-penalty", more.repetition_penalty,
+                  "divide (multiply, if negative) the logits of the last --repeat-last-n tokens by this (1 = off)")
+        ->capture_default_str();
+    c->add_option("--repeat-last-n", more.repeat_last_n, "tokens the repetition penalty looks back")
+        ->capture_default_str();
+    static std::vector<std::string> stops;
+    c->add_option("--stop", stops, "stop before this text (repeatable)");
     c->add_flag("--ids", ids, "also print the generated token ids");
     static bool ignore_eos = false;
     c->add_flag("--ignore-eos", ignore_eos,
@@ -74,17 +121,26 @@ void register_infer_commands(CLI::App& app) {
       std::unique_ptr<Engine> e = open_engine(o);
       const std::vector<int32_t> p = e->encode(text);
       if (p.empty()) throw UserError("generate: the prompt has no tokens");
-      const int64_t s = e->open({temperature, top_k, seed});
+      SamplingOptions so = more;
+      so.temperature = temperature;
+      so.top_k = top_k;
+      so.seed = seed;
+      const int64_t s = e->open(so);
       e->feed(s, p);
       std::vector<int32_t> out;
       const int64_t one[1] = {s};
-      bool ended = false;
-      for (int64_t i = 0; i < max_tokens && !ended; ++i) {
+      const int64_t start = e->length(s);
+      bool ended = false, stopped = false;
+      StopScan scan(stops);
+      for (int64_t i = 0; i < max_tokens && !ended && !stopped; ++i) {
         out.push_back(e->step(one)[0]);
         ended = out.back() == e->eos_id() && !ignore_eos;
+        if (!stops.empty()) scan.update(e->decode_range(s, start, e->length(s)), false, stopped);
       }
-      std::printf("%s%s\n", text.c_str(), e->decode_tail(s, static_cast<int64_t>(out.size())).c_str());
+      const std::string gen = stopped ? scan.released() : e->decode_range(s, start, e->length(s));
+      std::printf("%s%s\n", text.c_str(), gen.c_str());
       if (ended) std::fprintf(stderr, "(stopped at the end-of-document token; --ignore-eos goes on)\n");
+      if (stopped) std::fprintf(stderr, "(stopped at a --stop string)\n");
       if (ids) {
         std::printf("ids:");
         for (int32_t t : out) std::printf(" %d", t);
@@ -118,25 +174,48 @@ void register_infer_commands(CLI::App& app) {
         app.add_subcommand("serve", "serve generation sessions over a line protocol on stdin/stdout (infer/serve.h)");
     c->footer(
         "Protocol: one request per line, one reply line per request (docs/serving.md):\n"
-        "  open [seed=N] [temperature=X] [top_k=K]      -> ok <session>\n"
+        "  open [key=value ...]                         -> ok <session>\n"
+        "      keys: seed, temperature, top_k, top_p, min_p, repetition_penalty, repeat_last_n\n"
         "  feed <s> <text>                              -> ok <tokens fed>\n"
         "  feed_ids <s> <id> <id> ...                   -> ok <tokens fed>\n"
         "  generate <s> <n>                             -> ok <json string>  (stops after an end-of-document token)\n"
         "  step <s> <s> ...                             -> ok <id> <id> ...  (one batched decode step)\n"
         "  boundary <s> | reset <s> | close <s>         -> ok\n"
-        "  fork <s> [seed=N] [temperature=X] [top_k=K]  -> ok <new session>\n"
+        "  fork <s> [key=value ...]                     -> ok <new session>\n"
         "  stats                                        -> ok <json object>\n"
         "  quit                                         -> ok\n"
-        "A bad request gets 'error <message>', changes nothing, and the server goes on.");
+        "A bad request gets 'error <message>', changes nothing, and the server goes on.\n"
+        "With --http PORT: an HTTP API instead (POST /v1/completions with \"stream\": true for server-sent events,\n"
+        "/tokenize, /detokenize; GET /health, /metrics, /v1/models; docs/serving.md).");
     add_engine_options(c, o, cache, threads);
+    static HttpOptions h;
+    h.port = -1;
+    h.model_name = "";
+    c->add_option("--http", h.port,
+                  "serve an HTTP API on this port instead of the line protocol (0 = any free port; docs/serving.md)");
+    c->add_option("--host", h.host, "--http: the address to listen on (0.0.0.0: every interface)")
+        ->capture_default_str();
+    c->add_option("--max-active", h.max_active, "--http: completions decoded together (more wait for a place)")
+        ->capture_default_str()
+        ->check(CLI::Range(int64_t{1}, int64_t{4096}));
+    c->add_option("--max-request", h.max_request_bytes, "--http: largest request body in bytes")
+        ->capture_default_str()
+        ->check(CLI::Range(int64_t{1024}, int64_t{1} << 30));
+    c->add_option("--model-name", h.model_name, "--http: the model's name in replies (default: the run directory's)");
+    c->add_option("--seed", h.seed, "--http: a request without a seed samples with seed + its request number")
+        ->capture_default_str();
     c->callback([] {
       setup_threads(static_cast<int>(threads));
       o.cache_bytes = parse_bytes(cache, "--cache");
       o.progress = false;
-      std::unique_ptr<Engine> e = open_engine(o);
-      std::fprintf(stderr, "serving %s (%s); one request per line, 'quit' to stop\n", o.checkpoint.c_str(),
-                   e->source() ? e->source()->describe().c_str() : "no memory table");
-      serve(*e, std::cin, std::cout);
+      if (h.port < 0) {
+        std::unique_ptr<Engine> e = open_engine(o);
+        std::fprintf(stderr, "serving %s (%s); one request per line, 'quit' to stop\n", o.checkpoint.c_str(),
+                     e->source() ? e->source()->describe().c_str() : "no memory table");
+        serve(*e, std::cin, std::cout);
+        return;
+      }
+      serve_http(o, h);
     });
   }
   {

@@ -24,7 +24,25 @@ const std::vector<int>& allowed_cpus() {
   return cpus;
 }
 
+namespace {
+struct LastSetup {
+  bool done = false;
+  int requested = 0;
+  bool pin = true;
+};
+LastSetup& last_setup() {
+  static LastSetup s;
+  return s;
+}
+}  // namespace
+
+void adopt_thread_setup() {
+  const LastSetup s = last_setup();
+  if (s.done) setup_threads(s.requested, s.pin);
+}
+
 ThreadInfo setup_threads(int requested, bool pin) {
+  last_setup() = {true, requested, pin};
   const std::vector<int>& cpus = allowed_cpus();
   int n = requested > 0 ? requested : static_cast<int>(cpus.size());
   omp_set_dynamic(0);

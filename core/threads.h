@@ -20,5 +20,9 @@ const std::vector<int>& allowed_cpus();
 ThreadInfo setup_threads(int requested, bool pin = true);
 // The number of OpenMP threads currently configured.
 int thread_count();
+// On a thread started after setup_threads (a server's engine thread): the same set-up for this thread's own OpenMP
+// team (the thread count is a per-thread setting, and the new thread inherited the pinned caller's single CPU, so
+// its team would otherwise crowd onto one core). Nothing when setup_threads was never called.
+void adopt_thread_setup();
 
 }  // namespace pg

@@ -41,9 +41,20 @@ const Engine::Sess& Engine::get(int64_t id) const {
   return it->second;
 }
 
-int64_t Engine::open(const SamplingOptions& so) {
+void check_sampling(const SamplingOptions& so) {
   if (so.temperature < 0 || !std::isfinite(so.temperature) || so.top_k < 0)
     throw UserError(str("sampling: temperature ", so.temperature, " and top-k ", so.top_k, " must be >= 0"));
+  if (!(so.top_p > 0 && so.top_p <= 1)) throw UserError(str("sampling: top_p ", so.top_p, " must be in (0, 1]"));
+  if (!(so.min_p >= 0 && so.min_p <= 1)) throw UserError(str("sampling: min_p ", so.min_p, " must be in [0, 1]"));
+  if (!(so.repetition_penalty > 0 && std::isfinite(so.repetition_penalty)))
+    throw UserError(str("sampling: repetition_penalty ", so.repetition_penalty, " must be > 0 (1 = off)"));
+  if (so.repeat_last_n < 0) throw UserError(str("sampling: repeat_last_n ", so.repeat_last_n, " must be >= 0"));
+  if (so.logprobs < -1 || so.logprobs > 20)
+    throw UserError(str("sampling: logprobs ", so.logprobs, " must be in 0..20 (or -1: off)"));
+}
+
+int64_t Engine::open(const SamplingOptions& so) {
+  check_sampling(so);
   const int64_t id = next_id_++;
   Sess& s = sessions_[id];
   s.docs = {0};
@@ -244,7 +255,86 @@ void Engine::roll_back(Sess& s, const Mark& m) {
   else s.stale = true;
 }
 
+void Engine::record_logprobs(Sess& s, int32_t tok) const {
+  const std::vector<float>& lg = s.logits;
+  const size_t V = lg.size();
+  const double mx = *std::max_element(lg.begin(), lg.end());
+  double sum = 0;
+  for (size_t i = 0; i < V; ++i) sum += std::exp(static_cast<double>(lg[i]) - mx);
+  const double lse = mx + std::log(sum);
+  s.last.token = tok;
+  s.last.logprob = lg[static_cast<size_t>(tok)] - lse;
+  s.last.top.clear();
+  const size_t n = std::min(static_cast<size_t>(s.sampling.logprobs), V);
+  if (n == 0) return;
+  std::vector<int32_t> idx(V);
+  std::iota(idx.begin(), idx.end(), 0);
+  std::partial_sort(idx.begin(), idx.begin() + static_cast<std::ptrdiff_t>(n), idx.end(),
+                    [&](int32_t a, int32_t b) { return lg[a] != lg[b] ? lg[a] > lg[b] : a < b; });
+  for (size_t i = 0; i < n; ++i) s.last.top.push_back({idx[i], lg[static_cast<size_t>(idx[i])] - lse});
+}
+
+const TokenLogprobs& Engine::last_logprobs(int64_t id) const {
+  const Sess& s = get(id);
+  if (s.sampling.logprobs < 0) throw UserError(str("session ", id, " was opened without logprobs"));
+  return s.last;
+}
+
+int32_t Engine::sample_filtered(Sess& s) {
+  const std::vector<float>& lg = s.logits;
+  const int64_t V = static_cast<int64_t>(lg.size());
+  const SamplingOptions& so = s.sampling;
+  w_.assign(lg.begin(), lg.end());
+  if (so.repetition_penalty != 1.0) {  // every distinct token of the last repeat_last_n, once
+    const size_t h = s.history.size(), n = std::min(h, static_cast<size_t>(so.repeat_last_n));
+    seen_.assign(s.history.end() - static_cast<std::ptrdiff_t>(n), s.history.end());
+    std::sort(seen_.begin(), seen_.end());
+    seen_.erase(std::unique(seen_.begin(), seen_.end()), seen_.end());
+    for (int32_t t : seen_) w_[t] = w_[t] > 0 ? w_[t] / so.repetition_penalty : w_[t] * so.repetition_penalty;
+  }
+  idx_.resize(static_cast<size_t>(V));
+  std::iota(idx_.begin(), idx_.end(), 0);
+  auto better = [&](int32_t a, int32_t b) { return w_[a] != w_[b] ? w_[a] > w_[b] : a < b; };
+  if (so.temperature == 0.0) return *std::min_element(idx_.begin(), idx_.end(), better);
+  const int64_t k = so.top_k > 0 ? std::min(so.top_k, V) : V;
+  std::partial_sort(idx_.begin(), idx_.begin() + k, idx_.end(), better);
+  p_.resize(static_cast<size_t>(k));
+  const double mx = w_[idx_[0]];
+  double sum = 0;
+  for (int64_t i = 0; i < k; ++i) sum += (p_[i] = std::exp((w_[idx_[i]] - mx) / so.temperature));
+  int64_t keep = k;  // top-p: the shortest prefix whose probability reaches top_p
+  if (so.top_p < 1.0) {
+    double c = 0;
+    for (int64_t i = 0; i < k; ++i)
+      if ((c += p_[i]) >= so.top_p * sum) {
+        keep = i + 1;
+        break;
+      }
+  }
+  if (so.min_p > 0) {  // p_[0] is the most probable token's (unnormalized) probability
+    int64_t m = 1;
+    while (m < keep && p_[m] >= so.min_p * p_[0]) ++m;
+    keep = m;
+  }
+  sum = 0;
+  for (int64_t i = 0; i < keep; ++i) sum += p_[i];
+  double u = s.rng.uniform() * sum;
+  for (int64_t i = 0; i < keep; ++i) {
+    u -= p_[i];
+    if (u < 0) return idx_[i];
+  }
+  return idx_[keep - 1];
+}
+
 int32_t Engine::sample(Sess& s) {
+  const int32_t tok = s.sampling.top_p < 1.0 || s.sampling.min_p > 0 || s.sampling.repetition_penalty != 1.0
+                          ? sample_filtered(s)
+                          : sample_plain(s);
+  if (s.sampling.logprobs >= 0) record_logprobs(s, tok);
+  return tok;
+}
+
+int32_t Engine::sample_plain(Sess& s) {
   const std::vector<float>& lg = s.logits;
   const int64_t V = static_cast<int64_t>(lg.size());
   const SamplingOptions& so = s.sampling;
@@ -361,15 +451,22 @@ std::string Engine::decode(std::span<const int32_t> ids) const {
 }
 
 std::string Engine::decode_tail(int64_t id, int64_t n) const {
+  const int64_t len = length(id);
+  return decode_range(id, len - std::clamp<int64_t>(n, 0, len), len);
+}
+
+std::string Engine::decode_range(int64_t id, int64_t from, int64_t to) const {
   const Sess& s = get(id);
   const int64_t len = static_cast<int64_t>(s.history.size());
-  n = std::min(n, len);
-  const int64_t ctx = std::min<int64_t>(len - n, 8);  // a few tokens before, for the spacing
+  if (from < 0 || from > to || to > len)
+    throw UserError(str("decode: positions ", from, "..", to, " outside the session's ", len, " tokens"));
+  const int64_t ctx = std::min<int64_t>(from, 8);  // a few tokens before, for the spacing
   const std::span<const int32_t> h(s.history);
-  const std::string before = decode(h.subspan(static_cast<size_t>(len - n - ctx), static_cast<size_t>(ctx)));
-  const std::string all = decode(h.subspan(static_cast<size_t>(len - n - ctx), static_cast<size_t>(ctx + n)));
-  return all.compare(0, before.size(), before) == 0 ? all.substr(before.size())
-                                                    : decode(h.subspan(static_cast<size_t>(len - n)));
+  const std::string before = decode(h.subspan(static_cast<size_t>(from - ctx), static_cast<size_t>(ctx)));
+  const std::string all = decode(h.subspan(static_cast<size_t>(from - ctx), static_cast<size_t>(to - from + ctx)));
+  return all.compare(0, before.size(), before) == 0
+             ? all.substr(before.size())
+             : decode(h.subspan(static_cast<size_t>(from), static_cast<size_t>(to - from)));
 }
 
 }  // namespace pg

@@ -12,9 +12,9 @@
 // moment the tokens are known), and runs one batched forward. Past the model's context (the trained RoPE range) a
 // session's cache restarts from its last context/2 tokens (re-prefilled); the n-gram history is unaffected.
 //
-// Sampling is seeded per session (RngStream(seed, "generate"), one uniform per sampled token): temperature, top-k;
-// temperature 0 is greedy. The same model, table contents, prompt and seed give the same tokens with any source and
-// thread count.
+// Sampling is seeded per session (RngStream(seed, "generate"), one uniform per sampled token): repetition penalty,
+// temperature, top-k, top-p, min-p (SamplingOptions); temperature 0 is greedy. The same model, table contents, prompt
+// and seed give the same tokens with any source and thread count.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -31,10 +31,31 @@
 
 namespace pg {
 
+// How a session picks its next token from the logits of its last one. The filters apply in this order: repetition
+// penalty on the logits, temperature, top-k, top-p, min-p; then one uniform draw among the tokens left. With the
+// defaults of top_p, min_p and repetition_penalty the draw is the one of temperature and top-k alone (same bits).
 struct SamplingOptions {
-  double temperature = 0.8;  // 0 = greedy (argmax, lowest id on ties)
+  double temperature = 0.8;  // 0 = greedy (argmax of the penalized logits, lowest id on ties)
   int64_t top_k = 40;  // 0 = the whole vocabulary
   uint64_t seed = 0;
+  double top_p = 1.0;  // nucleus: the most probable tokens whose probabilities first reach top_p (1 = off)
+  double min_p = 0.0;  // drop tokens less probable than min_p x the most probable one (0 = off)
+  // CTRL-style: the logit of every token among the session's last repeat_last_n tokens is divided by the penalty
+  // when positive, multiplied when negative (1 = off; llama.cpp's rule).
+  double repetition_penalty = 1.0;
+  int64_t repeat_last_n = 64;
+  // >= 0: record each sampled token's log-probability and the `logprobs` most probable tokens' (at most 20), from
+  // the model's logits before any penalty or temperature (last_logprobs). -1 = off.
+  int64_t logprobs = -1;
+};
+// The checks of open/fork: one line naming the option and its range.
+void check_sampling(const SamplingOptions& so);
+
+// A sampled token's log-probability under the model (log-softmax of the logits), and the most probable tokens'.
+struct TokenLogprobs {
+  int32_t token = -1;
+  double logprob = 0;
+  std::vector<std::pair<int32_t, double>> top;  // most probable first, ties to the lower id
 };
 
 struct EngineStats {
@@ -86,6 +107,8 @@ class Engine {
   std::vector<int32_t> step(std::span<const int64_t> ids);
   // The logits of a session's last token [vocab].
   std::span<const float> logits(int64_t id) const;
+  // With sampling.logprobs >= 0: the log-probabilities of the token the last step sampled for the session.
+  const TokenLogprobs& last_logprobs(int64_t id) const;
 
   // Tokenizer round trip (UserError when the checkpoint's tokenizer is not available).
   std::vector<int32_t> encode(const std::string& text) const;
@@ -93,6 +116,8 @@ class Engine {
   // The text of a session's last n tokens as they read after the tokens before them (a piece's leading-space
   // marker is kept, which decoding the n tokens alone would drop).
   std::string decode_tail(int64_t id, int64_t n) const;
+  // The same for history positions [from, to).
+  std::string decode_range(int64_t id, int64_t from, int64_t to) const;
   // The end-of-document id: the tokenizer's, or 2 (</s>, the vocabulary's convention) without one.
   int32_t eos_id() const;
 
@@ -106,6 +131,7 @@ class Engine {
     std::vector<float> logits;
     SamplingOptions sampling;
     RngStream rng{0, "generate"};
+    TokenLogprobs last;  // of the last sampled token (sampling.logprobs >= 0)
   };
   Sess& get(int64_t id);
   const Sess& get(int64_t id) const;
@@ -118,6 +144,10 @@ class Engine {
   bool start_memory(const std::vector<std::pair<Sess*, std::pair<int64_t, int64_t>>>& parts, int64_t rows);
   void finish_memory(int64_t rows);
   int32_t sample(Sess& s);
+  int32_t sample_plain(Sess& s);  // temperature and top-k only
+  int32_t sample_filtered(
+      Sess& s);  // with top-p, min-p or a repetition penalty  // with top-p, min-p or a repetition penalty
+  void record_logprobs(Sess& s, int32_t tok) const;
   // After a failed feed/step (a corrupt block): the session as it was before the call (history of length hist; the
   // cache cut back to cache_len, or restarted by the next run when the call had restarted it).
   struct Mark {
@@ -142,8 +172,8 @@ class Engine {
   std::string tokenizer_note_;
   Addresses addr_, ident_;
   std::vector<float> rows_, u_, out_;
-  std::vector<int32_t> tok_, idx_;
-  std::vector<double> p_;
+  std::vector<int32_t> tok_, idx_, seen_;
+  std::vector<double> p_, w_;
   std::vector<KvCache*> caches_;
 };
 

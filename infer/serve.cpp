@@ -99,7 +99,7 @@ SamplingOptions parse_sampling(std::istringstream& in) {
   while (in >> kv) {
     const size_t eq = kv.find('=');
     if (eq == std::string::npos)
-      throw UserError(str("option '", kv, "': expected key=value (seed, temperature, top_k)"));
+      throw UserError(str("option '", kv, "': expected key=value (seed, temperature, top_k, top_p, min_p, ...)"));
     const std::string k = kv.substr(0, eq), v = kv.substr(eq + 1);
     if (k == "seed") {
       so.seed = static_cast<uint64_t>(parse_int(v, "seed"));
@@ -113,8 +113,20 @@ SamplingOptions parse_sampling(std::istringstream& in) {
       }
     } else if (k == "top_k") {
       so.top_k = parse_int(v, "top_k");
+    } else if (k == "top_p" || k == "min_p" || k == "repetition_penalty") {
+      try {
+        size_t n = 0;
+        const double x = std::stod(v, &n);
+        if (n != v.size()) throw 0;
+        (k == "top_p" ? so.top_p : k == "min_p" ? so.min_p : so.repetition_penalty) = x;
+      } catch (...) {
+        throw UserError(str(k, ": '", v, "' is not a number"));
+      }
+    } else if (k == "repeat_last_n") {
+      so.repeat_last_n = parse_int(v, "repeat_last_n");
     } else {
-      throw UserError(str("option '", k, "': expected seed, temperature or top_k"));
+      throw UserError(str("option '", k,
+                          "': expected seed, temperature, top_k, top_p, min_p, repetition_penalty or repeat_last_n"));
     }
   }
   return so;

@@ -1,15 +1,20 @@
 // Opening an engine from command-line choices, and `pagegram serve`: a line protocol on a stream holding several
 // sessions (docs/serving.md). One request per line, one reply line per request:
+// clang-format off
 //
-//   open [seed=N] [temperature=X] [top_k=K]   ok <session>
-//   feed <s> <text>                           ok <tokens fed>           (the text's tokens, no end of document)
-//   feed_ids <s> <id> <id> ...                ok <tokens fed>
-//   generate <s> <n>                          ok <json string>          (up to n tokens, one step at a time; stops
-//   after an EOS) step <s> <s> ...                          ok <id> <id> ...          (one decode step, every listed
-//   session batched) boundary <s> | reset <s> | close <s>      ok fork <s> [seed=N] [temperature=X] [top_k=K]  ok <new
-//   session> stats                                     ok <json object> quit                                      ok
-//   (and the server returns)
-// A bad request gets "error <message>" and the server goes on. Lines are at most 1 MiB.
+//   open [key=value ...]              ok <session>        keys: seed, temperature, top_k, top_p, min_p,
+//                                                         repetition_penalty, repeat_last_n (SamplingOptions)
+//   feed <s> <text>                   ok <tokens fed>     (the text's tokens, no end of document)
+//   feed_ids <s> <id> <id> ...        ok <tokens fed>
+//   generate <s> <n>                  ok <json string>    (up to n tokens, one step at a time; stops after an EOS)
+//   step <s> <s> ...                  ok <id> <id> ...    (one decode step, every listed session batched)
+//   boundary <s> | reset <s> | close <s>   ok
+//   fork <s> [key=value ...]          ok <new session>
+//   stats                             ok <json object>
+//   quit                              ok                  (and the server returns)
+//
+// clang-format on
+// A bad request gets "error <message>" and the server goes on. Lines are at most 1 MiB. The HTTP API is infer/http.h.
 #pragma once
 #include <cstdint>
 #include <iosfwd>

@@ -9,7 +9,8 @@ cd "$(dirname "$0")/.."
 
 PACKAGES=(build-essential cmake pkg-config git libeigen3-dev libhdf5-dev libyaml-cpp-dev libsentencepiece-dev
           sentencepiece libgtest-dev libcli11-dev liburing-dev python3 python3-h5py python3-matplotlib
-          python3-numpy python3-yaml libopenmpi-dev openmpi-bin clang-format-14)
+          python3-numpy python3-yaml libopenmpi-dev openmpi-bin clang-format-14 libcpp-httplib-dev
+          nlohmann-json3-dev)
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
