@@ -247,6 +247,9 @@ void register_infer_commands(CLI::App& app) {
         "--no-overlap", [](int64_t) { g.overlap = false; },
         "read the table rows before the forward instead of beside the blocks before the first injection");
     c->add_option("--seed", g.seed, "sampling and prompt seed")->capture_default_str();
+    c->add_flag("--keep-tables", g.keep_tables,
+                "keep the table files written in --table-dir (a later run reuses a file holding the same table; "
+                "default: removed at the end)");
     c->add_option("--threads", threads, "threads (0 = all allowed CPUs, pinned)")
         ->check(CLI::Range(int64_t{0}, int64_t{1024}));
     c->callback([] {

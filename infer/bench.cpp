@@ -51,6 +51,62 @@ TrainedModel build(const Model& m) {
 
 }  // namespace
 
+// The files bench generate wrote, removed when it ends (unless kept); and the ones it found and reused.
+struct Tables {
+  std::vector<std::string> written, reused;
+  bool keep = false;
+  ~Tables() {
+    if (keep) return;
+    for (const std::string& f : written) {
+      std::error_code ec;
+      std::filesystem::remove(f, ec);
+    }
+  }
+};
+
+// The NF4 file a model's table is served from, in table_dir. A file there whose info.bench_key says it holds these
+// values (the checkpoint table's xxh64 and the synthetic size; or the config's random table and seed, the geometry
+// checked when it is opened) is reused; otherwise it is written.
+std::string table_file(const Model& m, const GenBenchConfig& cfg, const MemoryInjector& mem, Tables& tables) {
+  const MemoryLayout& L = mem.table().layout();
+  const bool synthetic = !m.checkpoint.empty() && cfg.synthetic_params > 0;
+  const std::string file =
+      synthetic ? m.name + ".synthetic-" + format_count(cfg.synthetic_params) + ".nf4.pgt" : m.name + ".nf4.pgt";
+  const std::string path = (std::filesystem::path(cfg.table_dir) / file).string();
+  const std::string key = !m.checkpoint.empty() ? str("table_xxh64 ", table_fingerprint(mem.table()),
+                                                      synthetic ? str(" synthetic ", cfg.synthetic_params) : "")
+                                                : str("random ", L.name(), " seed ", cfg.seed);
+  if (std::filesystem::exists(path)) {
+    std::string found;
+    try {
+      found = TableFileReader::read_header(path).identity_value("info.bench_key");
+    } catch (const std::exception&) {  // not a table file, or a damaged one: written again
+    }
+    if (found == key) {
+      if (cfg.progress) Note() << "bench generate: reusing " << path << " (" << key << ")";
+      tables.reused.push_back(path);
+      return path;
+    }
+  }
+  TableWriteOptions wo;
+  wo.progress = cfg.progress;
+  wo.info.push_back({"bench_key", key});
+  if (synthetic) {
+    TableExportOptions eo;
+    eo.checkpoint = m.checkpoint;
+    eo.synthetic_params = cfg.synthetic_params;
+    eo.verify = false;
+    eo.info = wo.info;
+    export_table(eo, path);
+  } else if (!m.checkpoint.empty()) {
+    export_table_file(path, L, mem.table().values().data(), "zero", 0, wo);
+  } else {
+    write_random_table_file(path, L, cfg.seed, wo);
+  }
+  tables.written.push_back(path);
+  return path;
+}
+
 GenBenchResult run_generate_bench(const GenBenchConfig& cfg) {
   if (cfg.checkpoints.empty() && cfg.configs.empty())
     throw UserError("bench generate: give --checkpoint or --config (repeatable)");
@@ -73,6 +129,8 @@ GenBenchResult run_generate_bench(const GenBenchConfig& cfg) {
     m.name = m.cfg.name;
     models.push_back(m);
   }
+  Tables tables;
+  tables.keep = cfg.keep_tables;
   GenBenchResult res;
   res.sessions = cfg.sessions;
   res.overlap = cfg.overlap;
@@ -93,22 +151,7 @@ GenBenchResult run_generate_bench(const GenBenchConfig& cfg) {
       if (src != "ram") {
         if (!mem) continue;  // no table: only the RAM row
         const MemoryLayout& L = mem->table().layout();
-        if (m.table.empty()) {
-          m.table = (std::filesystem::path(cfg.table_dir) / (m.name + ".nf4.pgt")).string();
-          TableWriteOptions wo;
-          wo.progress = cfg.progress;
-          if (!m.checkpoint.empty() && cfg.synthetic_params > 0) {
-            TableExportOptions eo;
-            eo.checkpoint = m.checkpoint;
-            eo.synthetic_params = cfg.synthetic_params;
-            eo.verify = false;
-            m.table = (std::filesystem::path(cfg.table_dir) /
-                       (m.name + ".synthetic-" + format_count(cfg.synthetic_params) + ".nf4.pgt"))
-                          .string();
-            export_table(eo, m.table);
-          } else if (!m.checkpoint.empty()) export_table_file(m.table, L, mem->table().values().data(), "zero", 0, wo);
-          else write_random_table_file(m.table, L, cfg.seed, wo);
-        }
+        if (m.table.empty()) m.table = table_file(m, cfg, *mem, tables);
         TableOpenOptions to;
         if (src == "mmap") {
           to.mode = "mmap";
@@ -199,6 +242,9 @@ GenBenchResult run_generate_bench(const GenBenchConfig& cfg) {
       res.rows.push_back(row);
     }
   }
+  res.tables_written = tables.written;
+  res.tables_reused = tables.reused;
+  res.tables_kept = cfg.keep_tables;
   return res;
 }
 
@@ -251,6 +297,9 @@ std::string format_generate_bench(const GenBenchResult& r) {
       out += "\n";
     }
   }
+  for (const std::string& f : r.tables_reused) out += str("table file reused: ", f, "\n");
+  for (const std::string& f : r.tables_written)
+    out += str("table file written: ", f, r.tables_kept ? " (kept: the next run reuses it)" : " (removed)", "\n");
   return out;
 }
 

@@ -30,6 +30,9 @@ struct GenBenchConfig {
   bool overlap = true;  // table reads beside the blocks before the first injection (infer/engine.h)
   double synthetic_params = 0;  // > 0: a trained model's table is written as a synthetic file of this size
                                 // (infer/table_export.h: the trained rows spread over a full-size table)
+  // Table files: one in table_dir that holds the same values (its info.bench_key) is reused; the files written are
+  // removed at the end unless keep_tables (then the next run reuses them).
+  bool keep_tables = false;
 };
 
 struct GenBenchRow {
@@ -47,6 +50,8 @@ struct GenBenchResult {
   bool overlap = true;
   int64_t sessions = 0;
   int threads = 0;
+  std::vector<std::string> tables_written, tables_reused;
+  bool tables_kept = false;
 };
 
 GenBenchResult run_generate_bench(const GenBenchConfig& cfg);
