@@ -25,7 +25,9 @@
 namespace pg::cli {
 namespace {
 void add_engine_options(CLI::App* c, EngineOptions& o, std::string& cache, int64_t& threads) {
-  c->add_option("--checkpoint", o.checkpoint, "checkpoint.h5 of a run")->required();
+  c->add_option("--checkpoint", o.checkpoint, "checkpoint.h5 of a run (or --model)");
+  c->add_option("--model", o.model_dir,
+                "a model folder (export --model-dir): its checkpoint.h5, tokenizer.model and table.pgt");
   c->add_option("--table", o.table,
                 "the memory table as an exported .pgt file (default: the checkpoint's fp32 table in RAM)");
   c->add_option("--table-mode", o.table_mode,

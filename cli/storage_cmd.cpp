@@ -14,6 +14,7 @@
 #include "core/threads.h"
 #include "core/timer.h"
 #include "data/pipeline.h"
+#include "infer/model_folder.h"
 #include "infer/table_export.h"
 #include "storage/collisions.h"
 #include "storage/eval_stream.h"
@@ -184,7 +185,14 @@ void register_export(CLI::App& app) {
   c->add_option("--fill", fill, "with --config: zero or random table contents")
       ->capture_default_str()
       ->check(CLI::IsMember({"zero", "random"}));
-  c->add_option("--out", out, "output .pgt file")->required();
+  c->add_option("--out", out, "output .pgt file (or --model-dir)");
+  static std::string model_dir, tokenizer;
+  c->add_option("--model-dir", model_dir,
+                "with --checkpoint: write a model folder that serves without the corpus (checkpoint.h5, "
+                "tokenizer.model, table.pgt; generate/serve --model DIR)");
+  c->add_option("--tokenizer", tokenizer,
+                "--model-dir: the sentencepiece model to put in the folder (default: beside the checkpoint, else "
+                "the data cache's)");
   c->add_option("--format", format,
                 "quantization of the file: nf4 (4-bit NormalFloat, 64-value groups) or mxfp8 (OCP MX: E4M3 codes, "
                 "an E8M0 scale per 32 values)")
@@ -202,6 +210,26 @@ void register_export(CLI::App& app) {
   static bool force = false;
   c->add_flag("--force", force, "replace --out even when it is not a table file (.pgt)");
   c->callback([] {
+    if (out.empty() == model_dir.empty())
+      throw UserError("export: give exactly one of --out FILE.pgt or --model-dir DIR");
+    if (!model_dir.empty()) {
+      if (!config.empty() || synthetic.size() || eval_windows > 0)
+        throw UserError(
+            "export --model-dir: takes --checkpoint (and --format, --tokenizer), not --config, "
+            "--synthetic-params or --eval-windows (hint: export the table alone with --out)");
+      setup_threads(static_cast<int>(threads));
+      const ModelFolderResult r = write_model_folder({.checkpoint = checkpoint,
+                                                      .dir = model_dir,
+                                                      .tokenizer = tokenizer,
+                                                      .quantization = parse_quantization(format),
+                                                      .info = {{"revision", build::kRevision}, {"command", cmdline()}},
+                                                      .force = force});
+      std::printf("wrote the model folder %s: %s, %s%s\n(serve it: pagegram serve --model %s [--http 8080])\n",
+                  model_dir.c_str(), r.paths.checkpoint.c_str(), r.paths.tokenizer.c_str(),
+                  r.has_table ? (", " + r.paths.table + " (" + format + ")").c_str() : " (no memory table)",
+                  model_dir.c_str());
+      return;
+    }
     check_output_path(out, "pagegram-table", force, "--out");
     setup_threads(static_cast<int>(threads));
     TableExportOptions o{.checkpoint = checkpoint,

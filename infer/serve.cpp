@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/text.h"
 #include "data/pipeline.h"
+#include "infer/model_folder.h"
 #include "infer/table_export.h"
 
 namespace pg {
@@ -30,7 +31,15 @@ std::unique_ptr<data::DataSet> tokenizer_only(const std::string& path, int64_t v
 }
 }  // namespace
 
-std::unique_ptr<Engine> open_engine(const EngineOptions& o) {
+std::unique_ptr<Engine> open_engine(const EngineOptions& options) {
+  EngineOptions o = options;
+  if (!o.model_dir.empty()) {  // a model folder: its checkpoint, tokenizer and table unless given
+    if (!o.checkpoint.empty()) throw UserError("give --model or --checkpoint, not both");
+    const ModelFolderPaths p = model_folder_paths(o.model_dir);
+    o.checkpoint = p.checkpoint;
+    if (o.table.empty()) o.table = p.table;
+  }
+  if (o.checkpoint.empty()) throw UserError("give --checkpoint FILE or --model DIR (the model to serve)");
   if (o.max_batch < 1 || o.max_batch > 4096) throw UserError(str("--batch ", o.max_batch, ": expected 1..4096"));
   if (o.cache_bytes > 0 &&
       o.table_mode != "direct")  // mmap's cache is the kernel's page cache: --cache would do nothing
@@ -42,26 +51,14 @@ std::unique_ptr<Engine> open_engine(const EngineOptions& o) {
   to.micro_batch = 1;  // the decoder has its own scratch
   TrainedModel tm = load_trained_model(o.checkpoint, to);
   std::string no_tokenizer;  // why there is none, for the error of a request that needs one (ids-only use works)
-  const std::string beside = (std::filesystem::path(o.checkpoint).parent_path() / "tokenizer.model").string();
-  const std::string given = !o.tokenizer.empty() ? o.tokenizer : std::filesystem::exists(beside) ? beside : "";
-  if (!given.empty()) {
-    if (!std::filesystem::is_regular_file(given))
-      throw UserError(str("--tokenizer ", given, ": no such file (hint: the sentencepiece model, e.g. ",
-                          "<cache>/tokenizers/<key>/spm.model, or leave --tokenizer out to use the data cache's)"));
-    tm.data = tokenizer_only(given, tm.cfg().model.vocab, "the tokenizer of another model");
-  }
-  if (!tm.data) {
-    // Serving needs the tokenizer only, not the token stores: the cached sentencepiece model of the checkpoint's
-    // config.
-    const data::TokenizerPaths tp = data::tokenizer_paths(tm.cfg().data, tm.cfg().tokenizer);
-    if (tp.cache_hit) {
-      tm.data = tokenizer_only(tp.model, tm.cfg().model.vocab, "the cache holds another tokenizer");
-      tm.data->tokenizer_paths = tp;
-    } else {
-      no_tokenizer = str("the checkpoint's tokenizer ", tp.model, " is not in the data cache (hint: pagegram data ",
-                         "tokenizer --config <the checkpoint's config>, or copy that file there)");
-    }
-  }
+  if (!o.tokenizer.empty() && !std::filesystem::is_regular_file(o.tokenizer))
+    throw UserError(str("--tokenizer ", o.tokenizer, ": no such file (hint: the sentencepiece model, e.g. ",
+                        "<cache>/tokenizers/<key>/spm.model, or leave --tokenizer out to use the data cache's)"));
+  const std::string tokenizer = find_tokenizer(o.checkpoint, o.tokenizer, &no_tokenizer);
+  if (!tokenizer.empty())
+    tm.data = tokenizer_only(tokenizer, tm.cfg().model.vocab,
+                             o.tokenizer.empty() ? "the cache or the folder holds another model's tokenizer"
+                                                 : "the tokenizer of another model");
   std::unique_ptr<TableSource> src;
   if (!o.table.empty()) {
     if (!tm.mem()) throw UserError(str("--table ", o.table, ": ", o.checkpoint, " was trained without a memory table"));

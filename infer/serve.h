@@ -26,7 +26,8 @@
 namespace pg {
 
 struct EngineOptions {
-  std::string checkpoint;
+  std::string checkpoint;  // or
+  std::string model_dir;  // a model folder (infer/model_folder.h): its checkpoint, tokenizer and table
   std::string table;  // .pgt file; empty: the checkpoint's fp32 table in RAM
   // The sentencepiece model to serve with. Empty: `tokenizer.model` beside the checkpoint when there is one (a model
   // folder copied without the corpus), else the checkpoint config's tokenizer in the data cache.

@@ -18,6 +18,7 @@
 
 #include "data/pipeline.h"
 #include "infer/engine.h"
+#include "infer/model_folder.h"
 #include "infer/serve.h"
 #include "infer/table_export.h"
 #include "memory/ngram.h"
@@ -588,6 +589,53 @@ TEST_F(EngineTest, TheTokenizerBesideTheCheckpointOrGivenServesWithoutTheCache) 
   o.tokenizer = ckpt("pagegram");  // an HDF5 file, not a sentencepiece model
   expect_user_error([&] { open_engine(o); }, {"not a sentencepiece model"});
   fs::rename(away, dir_ / "cache" / "tokenizers");
+}
+
+// export --model-dir writes a folder that serves on a machine without the corpus or the data cache: the same
+// tokens as the checkpoint with its table file; a folder missing a file is one clear error.
+TEST_F(EngineTest, AModelFolderServesWithoutTheDataCache) {
+  std::vector<int32_t> want, ids;
+  {
+    std::unique_ptr<Engine> e = engine("pagegram", "mmap");
+    ids = e->encode("hello world, again");
+    want = greedy(*e, ids, 8);
+  }
+  const fs::path folder = dir_ / "model_folder";
+  auto options = [](const std::string& checkpoint, const fs::path& dir) {
+    ModelFolderOptions o;
+    o.checkpoint = checkpoint;
+    o.dir = dir.string();
+    return o;
+  };
+  const ModelFolderResult r = write_model_folder(options(ckpt("pagegram"), folder));
+  EXPECT_TRUE(r.has_table);
+  for (const char* f : {"checkpoint.h5", "tokenizer.model", "table.pgt"}) EXPECT_TRUE(fs::is_regular_file(folder / f));
+  const fs::path copied = dir_ / "elsewhere" / "model";
+  fs::create_directories(copied.parent_path());
+  fs::copy(folder, copied, fs::copy_options::recursive);
+  fs::rename(dir_ / "cache", dir_ / "cache.away");  // no corpus, token stores or tokenizers now
+  {
+    EngineOptions o;
+    o.model_dir = copied.string();
+    o.progress = false;
+    std::unique_ptr<Engine> e = open_engine(o);
+    ASSERT_NE(e->source(), nullptr);
+    EXPECT_NE(e->source()->describe().find("table.pgt"), std::string::npos) << e->source()->describe();
+    EXPECT_EQ(e->encode("hello world, again"), ids);
+    EXPECT_EQ(greedy(*e, ids, 8), want);
+    o.checkpoint = ckpt("pagegram");
+    expect_user_error([&] { open_engine(o); }, {"--model or --checkpoint"});
+  }
+  // Without the cache, a folder cannot be written from a checkpoint that has no tokenizer beside it.
+  expect_user_error([&] { write_model_folder(options(ckpt("engram"), dir_ / "mf2")); },
+                    {"tokenizer", "not in the data cache"});
+  fs::rename(dir_ / "cache.away", dir_ / "cache");
+  fs::remove(copied / "tokenizer.model");
+  EngineOptions o;
+  o.model_dir = copied.string();
+  expect_user_error([&] { open_engine(o); }, {"--model", "no tokenizer.model in the folder"});
+  o.model_dir = (dir_ / "nowhere").string();
+  expect_user_error([&] { open_engine(o); }, {"--model", "not a folder"});
 }
 
 TEST_F(EngineTest, AnEndOfDocumentTokenCutsTheNgramsAsADocumentStartDoes) {

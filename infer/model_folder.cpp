@@ -1,0 +1,102 @@
+// Implementation of infer/model_folder.h.
+#include "infer/model_folder.h"
+
+#include <filesystem>
+
+#include "core/error.h"
+#include "core/h5.h"
+#include "core/output.h"
+#include "core/text.h"
+#include "data/pipeline.h"
+#include "train/checkpoint.h"
+#include "train/trained_model.h"
+
+namespace pg {
+
+namespace fs = std::filesystem;
+
+ModelFolderPaths model_folder_paths(const std::string& dir) {
+  if (!fs::is_directory(dir))
+    throw UserError(
+        str("--model ", dir, ": not a folder (hint: pagegram export --checkpoint C --model-dir ", dir, " writes one)"));
+  ModelFolderPaths p;
+  p.checkpoint = (fs::path(dir) / "checkpoint.h5").string();
+  p.tokenizer = (fs::path(dir) / "tokenizer.model").string();
+  const std::string table = (fs::path(dir) / "table.pgt").string();
+  for (const std::string& f : {p.checkpoint, p.tokenizer})
+    if (!fs::is_regular_file(f))
+      throw UserError(str("--model ", dir, ": no ", fs::path(f).filename().string(),
+                          " in the folder (hint: a model folder holds checkpoint.h5, tokenizer.model and, with a "
+                          "memory table, table.pgt: pagegram export --checkpoint C --model-dir ",
+                          dir, ")"));
+  if (fs::exists(table)) p.table = table;
+  return p;
+}
+
+std::string find_tokenizer(const std::string& checkpoint, const std::string& given, std::string* why) {
+  if (!given.empty()) return given;
+  const std::string beside = (fs::path(checkpoint).parent_path() / "tokenizer.model").string();
+  if (fs::exists(beside)) return beside;
+  const ExperimentConfig cfg = checkpoint_config(checkpoint);
+  const data::TokenizerPaths tp = data::tokenizer_paths(cfg.data, cfg.tokenizer);
+  if (tp.cache_hit) return tp.model;
+  if (why)
+    *why = str("the checkpoint's tokenizer ", tp.model, " is not in the data cache, nor tokenizer.model beside ",
+               checkpoint, " (hint: pagegram data tokenizer --config <the checkpoint's config>, or --tokenizer FILE)");
+  return "";
+}
+
+namespace {
+// Copies `from` to `to` through a temp file beside it and a rename (fsync'ed): never a half-written file.
+void copy_atomic(const std::string& from, const std::string& to) {
+  const std::string tmp = to + ".tmp";
+  std::error_code ec;
+  fs::copy_file(from, tmp, fs::copy_options::overwrite_existing, ec);
+  if (ec) throw IoError(str("copying ", from, " to ", tmp, ": ", ec.message()));
+  h5::commit_atomic(tmp, to);
+}
+}  // namespace
+
+ModelFolderResult write_model_folder(const ModelFolderOptions& o) {
+  if (o.checkpoint.empty()) throw UserError("export --model-dir needs --checkpoint (the trained model to serve)");
+  std::string why;
+  const std::string tokenizer = find_tokenizer(o.checkpoint, o.tokenizer, &why);
+  if (tokenizer.empty()) throw UserError(str("export --model-dir: ", why));
+  if (!fs::is_regular_file(tokenizer))
+    throw UserError(str("--tokenizer ", tokenizer, ": no such file (hint: the sentencepiece model the checkpoint was ",
+                        "trained with)"));
+  if (fs::exists(o.dir) && !fs::is_directory(o.dir))
+    throw UserError(str("--model-dir ", o.dir, ": exists and is not a folder (hint: another path)"));
+  fs::create_directories(o.dir);
+  ModelFolderResult r;
+  r.paths.checkpoint = (fs::path(o.dir) / "checkpoint.h5").string();
+  r.paths.tokenizer = (fs::path(o.dir) / "tokenizer.model").string();
+  const std::string table = (fs::path(o.dir) / "table.pgt").string();
+  if (fs::exists(r.paths.checkpoint) && fs::equivalent(r.paths.checkpoint, o.checkpoint))
+    throw UserError(str("--model-dir ", o.dir, ": is the checkpoint's own folder (hint: a new folder)"));
+  check_output_path(r.paths.checkpoint, "pagegram-checkpoint", o.force, "--model-dir");
+  check_output_path(r.paths.tokenizer, "file", o.force, "--model-dir");
+  check_output_path(table, "pagegram-table", o.force, "--model-dir");
+  // The tokenizer must be the model's: its piece count is the checkpoint's vocabulary (serving checks it again).
+  const ExperimentConfig cfg = checkpoint_config(o.checkpoint);
+  const data::Tokenizer tk(tokenizer);
+  if (tk.vocab_size() != cfg.model.vocab)
+    throw UserError(str("tokenizer ", tokenizer, ": ", tk.vocab_size(), " pieces, the checkpoint's model.vocab is ",
+                        cfg.model.vocab, " (hint: the tokenizer the checkpoint was trained with)"));
+  if (cfg.memory.enabled()) {
+    TableExportOptions eo;
+    eo.checkpoint = o.checkpoint;
+    eo.quantization = o.quantization;
+    eo.info = o.info;
+    r.table = export_table(eo, table);
+    r.paths.table = table;
+    r.has_table = true;
+  } else if (fs::exists(table)) {
+    fs::remove(table);  // a table of an earlier export would be served beside a model without one
+  }
+  copy_atomic(tokenizer, r.paths.tokenizer);
+  copy_atomic(o.checkpoint, r.paths.checkpoint);
+  return r;
+}
+
+}  // namespace pg
