@@ -360,11 +360,13 @@ struct HttpServer::Impl {
       res.set_content(metrics(), "text/plain; version=0.0.4");
     });
     svr.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
-      res.set_content(
-          dump({{"object", "list"},
-                {"data", json::array({{{"id", o.model_name}, {"object", "model"}, {"owned_by", "pagegram"}}})}}) +
-              "\n",
-          "application/json");
+      const ExperimentConfig& c = e.config();
+      const json meta = {
+          {"vocab", c.model.vocab},           {"context", c.model.context},
+          {"d_model", c.model.d_model},       {"layers", c.model.layers},
+          {"memory_layout", c.memory.layout}, {"table", e.source() ? e.source()->describe() : std::string("ram")}};
+      const json model = {{"id", o.model_name}, {"object", "model"}, {"owned_by", "pagegram"}, {"meta", meta}};
+      res.set_content(dump({{"object", "list"}, {"data", json::array({model})}}) + "\n", "application/json");
     });
     // Statuses httplib sets by itself (404 no route, 413 too large, 400 unreadable request) get a JSON body too.
     svr.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {

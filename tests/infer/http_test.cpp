@@ -363,6 +363,7 @@ TEST_F(HttpTest, TheServerAnswersSeveralClientsStreamsAndRefusesBadRequests) {
   EXPECT_NE(m->body.find("pagegram_requests_total 8\n"), std::string::npos) << m->body;
   auto models = body_of(cli.Get("/v1/models"));
   EXPECT_EQ(models["data"][0]["id"], "tiny");
+  EXPECT_EQ(models["data"][0]["meta"]["vocab"], e->config().model.vocab);
 }
 
 }  // namespace
