@@ -4,6 +4,7 @@
 #
 #   bench/bench_http.sh --checkpoint runs/X/checkpoint.h5 [--source ram|mmap|direct:0|direct:1GiB] [--clients 64]
 #                       [--max-tokens 64] [--prompt-tokens 64] [--threads N] [--drop-caches]
+#                       [--synthetic-params 5e9]
 #
 # 1. `pagegram bench generate --sessions N` on the source (its table file kept in runs/bench_http and reused);
 # 2. `pagegram serve --http` on the same file and source, then bench/bench_http.py with N clients;
@@ -13,7 +14,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${PAGEGRAM:-build/pagegram}
-ckpt="" source=mmap clients=64 max_tokens=64 prompt_tokens=64 threads=0 drop=0
+ckpt="" source=mmap clients=64 max_tokens=64 prompt_tokens=64 threads=0 drop=0 synthetic=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --checkpoint) ckpt=$2; shift 2 ;;
@@ -23,7 +24,8 @@ while [ $# -gt 0 ]; do
     --prompt-tokens) prompt_tokens=$2; shift 2 ;;
     --threads) threads=$2; shift 2 ;;
     --drop-caches) drop=1; shift ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    --synthetic-params) synthetic=(--synthetic-params "$2"); shift 2 ;;
+    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
     *) echo "bench_http: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -36,18 +38,19 @@ drop_caches() {
   sync
   if ! echo 3 > /proc/sys/vm/drop_caches 2>/dev/null; then echo "bench_http: cannot drop the page cache (not root?)" >&2; fi
 }
-name=$(basename "$(dirname "$ckpt")")
 echo "== $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) CPUs, Linux $(uname -r); $("$bin" --version | head -1)"
 echo "== bench generate: $clients sessions, source $source"
 drop_caches
 "$bin" bench generate --checkpoint "$ckpt" --source "$source" --sessions "$clients" --prompt-tokens "$prompt_tokens" \
-  --decode-tokens 8 --batch-steps "$max_tokens" --table-dir "$dir" --keep-tables --threads "$threads" | tee "$dir/generate.txt"
+  --decode-tokens 8 --batch-steps "$max_tokens" --table-dir "$dir" --keep-tables --threads "$threads" "${synthetic[@]}" |
+  tee "$dir/generate.txt"
 gen=$(awk -F'|' '$2 ~ /[a-z]/ && $10+0 > 0 {v=$10} END {print v+0}' "$dir/generate.txt")  # decode tok/s, N sessions
 args=(--checkpoint "$ckpt" --threads "$threads" --max-active "$clients")
+table=$(sed -n 's/^table file \(written\|reused\): \([^ ]*\).*/\2/p' "$dir/generate.txt" | head -1)  # the file it served
 case "$source" in
   ram) ;;
-  mmap) args+=(--table "$dir/$name.nf4.pgt" --table-mode mmap) ;;
-  direct:*) args+=(--table "$dir/$name.nf4.pgt" --table-mode direct --cache "${source#direct:}") ;;
+  mmap) args+=(--table "$table" --table-mode mmap) ;;
+  direct:*) args+=(--table "$table" --table-mode direct --cache "${source#direct:}") ;;
   *) echo "bench_http: --source $source: expected ram, mmap or direct:<cache>" >&2; exit 2 ;;
 esac
 echo "== serve --http, $clients streaming clients"
