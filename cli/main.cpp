@@ -53,8 +53,10 @@ int main(int argc, char** argv) {
   } catch (const pg::UserError& e) {
     return fail(2, std::string("error: ") + e.what());
   }
-  // The libraries report progress and notes as lines (core/progress.h); the command line prints them on stderr.
+  // The libraries report progress and notes as lines (core/progress.h); the command line prints them on stderr,
+  // once: data-parallel ranks do the same work, so only rank 0's are printed (errors are every rank's: fail()).
   pg::set_note_sink([](const std::string& line) {
+    if (pg::dist::world().rank != 0) return;
     std::fprintf(stderr, "%s\n", line.c_str());
     std::fflush(stderr);
   });

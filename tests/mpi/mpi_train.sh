@@ -59,6 +59,7 @@ done
 grep -q '2 ranks x 2 micro-batches' "$WORK/pagegram-2.out" || fail "no rank line in the progress of pagegram-2"
 [ "$(grep -c '^step 8/8' "$WORK/pagegram-4.out")" = 1 ] || fail "the progress line should come from rank 0 only"
 [ "$(grep -c '^run ' "$WORK/pagegram-4.out")" = 1 ] || fail "the summary should come from rank 0 only"
+[ "$(grep -c '\[data\] dataset:' "$WORK/pagegram-4.out")" = 1 ] || fail "the dataset line should come from rank 0 only"
 
 say "resume with another rank count"
 # (Collision reading (b) counts owners from the step a process started at: off here, as docs/robustness.md "Kill at any instant" says.)
