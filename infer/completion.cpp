@@ -83,13 +83,15 @@ Completions::Completions(Engine& e, int64_t max_active) : e_(e), max_active_(std
   });
 }
 
-Completions::~Completions() {
+Completions::~Completions() { stop(); }
+
+void Completions::stop() {
   {
     std::lock_guard<std::mutex> l(m_);
     stopping_ = true;
   }
   work_cv_.notify_all();
-  thread_.join();
+  if (thread_.joinable()) thread_.join();
 }
 
 std::shared_ptr<Completions::Job> Completions::submit(CompletionParams p) {
@@ -164,8 +166,8 @@ void Completions::loop() {
       std::unique_lock<std::mutex> l(m_);
       work_cv_.wait(l, [&] { return stopping_ || !waiting_.empty() || !running_.empty(); });
       if (stopping_) {
-        for (auto& j : running_) finish(*j, "error", "the server stopped");
-        for (auto& j : waiting_) finish(*j, "error", "the server stopped");
+        for (auto& j : running_) finish(*j, "error", "the server is stopping");
+        for (auto& j : waiting_) finish(*j, "error", "the server is stopping");
         waiting_.clear();
         chunk_cv_.notify_all();
         break;

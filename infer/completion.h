@@ -74,7 +74,7 @@ class Completions {
   class Job;
   // max_active: completions decoded together (more wait for a place).
   Completions(Engine& e, int64_t max_active);
-  ~Completions();  // running and waiting completions end with an error, the thread stops
+  ~Completions();
   Completions(const Completions&) = delete;
   Completions& operator=(const Completions&) = delete;
 
@@ -85,6 +85,9 @@ class Completions {
   // Ends the job at the next step (the reader went away); its session is closed.
   void cancel(Job& j);
   CompletionsStats stats() const;
+  // Ends every running and waiting completion with an error ("the server is stopping") and stops the engine thread;
+  // later submits are refused. The destructor calls it.
+  void stop();
   Engine& engine() { return e_; }
 
  private:

@@ -400,7 +400,9 @@ void HttpServer::run() {
 }
 
 void HttpServer::stop() {
-  if (impl_) impl_->svr.stop();
+  if (!impl_) return;
+  impl_->comp.stop();  // the requests in flight end at once (their handlers return), then the listener closes
+  impl_->svr.stop();
 }
 
 }  // namespace pg

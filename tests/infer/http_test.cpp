@@ -368,3 +368,39 @@ TEST_F(HttpTest, TheServerAnswersSeveralClientsStreamsAndRefusesBadRequests) {
 
 }  // namespace
 }  // namespace pg
+
+namespace pg {
+namespace {
+
+// Stopping the server ends a request in flight at once: its stream gets an error event and [DONE].
+TEST_F(HttpTest, StoppingTheServerEndsTheRequestsInFlight) {
+  std::unique_ptr<Engine> e = engine();
+  HttpOptions o;
+  o.port = 0;
+  HttpServer server(*e, o);
+  const int port = server.bind();
+  std::thread t([&] { server.run(); });
+  std::string body;
+  std::thread c([&] {
+    httplib::Client cli("127.0.0.1", port);
+    cli.set_read_timeout(60, 0);
+    auto r = cli.Post("/v1/completions",
+                      R"({"prompt":"the quick brown fox","max_tokens":1000000,"ignore_eos":true,"stream":true})",
+                      "application/json");
+    if (r) body = r->body;
+  });
+  httplib::Client cli("127.0.0.1", port);
+  for (int i = 0; i < 2000; ++i) {  // until the completion is decoding
+    auto m = cli.Get("/metrics");
+    if (m && m->body.find("pagegram_requests_running 1\n") != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  server.stop();
+  c.join();
+  t.join();
+  EXPECT_NE(body.find("the server is stopping"), std::string::npos) << body.substr(0, 300);
+  EXPECT_NE(body.find("data: [DONE]"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace pg
