@@ -7,6 +7,7 @@
 #include <chrono>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <thread>
 
 #include "core/error.h"
 #include "core/text.h"
@@ -174,6 +175,7 @@ struct HttpServer::Impl {
   std::vector<std::string> pieces;
   std::atomic<int64_t> next_request{0};
   std::atomic<int64_t> http_errors{0};
+  std::atomic<int64_t> streaming{0};  // event streams not yet finished (stop() lets them write their last events)
   int port = -1;
 
   Impl(Engine& engine, HttpOptions opt) : e(engine), o(std::move(opt)), comp(engine, o.max_active) {
@@ -212,7 +214,14 @@ struct HttpServer::Impl {
     CompletionRequest r = parse_completion(parse_body(req), e, o.seed + static_cast<uint64_t>(n));
     const bool want_logprobs = r.p.sampling.logprobs >= 0;
     const uint64_t seed = r.p.sampling.seed;
-    std::shared_ptr<Completions::Job> job = comp.submit(std::move(r.p));
+    if (r.stream) ++streaming;  // before the job can run: stop() waits for its stream from here on
+    std::shared_ptr<Completions::Job> job;
+    try {
+      job = comp.submit(std::move(r.p));
+    } catch (...) {
+      if (r.stream) --streaming;
+      throw;
+    }
     const std::string id = str("cmpl-", n);
     const int64_t created =
         std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -271,6 +280,7 @@ struct HttpServer::Impl {
         },
         [this, job](bool success) {
           if (!success) comp.cancel(*job);
+          --streaming;
         });
   }
 
@@ -401,7 +411,10 @@ void HttpServer::run() {
 
 void HttpServer::stop() {
   if (!impl_) return;
-  impl_->comp.stop();  // the requests in flight end at once (their handlers return), then the listener closes
+  // The requests in flight end at once with an error; their event streams get to write it (httplib stops writing a
+  // stream once the listener is closed), for at most 2 s; then the listener closes.
+  impl_->comp.stop();
+  for (int i = 0; i < 2000 && impl_->streaming > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   impl_->svr.stop();
 }
 
