@@ -29,6 +29,11 @@ double percentile(std::vector<double> v, double q) {
   return v[i];
 }
 
+// KiB the device read per decoded token (-1: the source cannot tell).
+double kib_per_token(const TableReadStats& st, int64_t tokens) {
+  return st.device_bytes < 0 ? -1.0 : static_cast<double>(st.device_bytes) / 1024.0 / static_cast<double>(tokens);
+}
+
 struct Model {
   std::string name, layout;
   std::string checkpoint;  // or
@@ -213,6 +218,7 @@ GenBenchResult run_generate_bench(const GenBenchConfig& cfg) {
         row.decode1_reads =
             static_cast<double>(e.source()->stats().device_reads) / static_cast<double>(cfg.decode_tokens);
         row.decode1_read_ms = 1e3 * e.source()->stats().io_seconds / static_cast<double>(cfg.decode_tokens);
+        row.decode1_kib = kib_per_token(e.source()->stats(), cfg.decode_tokens);
       }
       e.close(s);
       // S sessions: each prefilled (untimed), then decoded together.
@@ -239,6 +245,7 @@ GenBenchResult run_generate_bench(const GenBenchConfig& cfg) {
         row.decodeN_reads =
             static_cast<double>(e.source()->stats().device_reads) / static_cast<double>(S * cfg.batch_steps);
         row.decodeN_read_ms = 1e3 * e.source()->stats().io_seconds / static_cast<double>(cfg.batch_steps);
+        row.decodeN_kib = kib_per_token(e.source()->stats(), S * cfg.batch_steps);
       }
       res.rows.push_back(row);
     }
@@ -252,6 +259,7 @@ GenBenchResult run_generate_bench(const GenBenchConfig& cfg) {
 namespace {
 // The share of the read time the blocks before the first injection hid (every injecting block adds the same e_t, so
 // all of a token's rows are wanted there and later injecting blocks read nothing).
+std::string kib(double v) { return v < 0 ? " (? KiB)" : str(" (", fmt_fixed(v, 1), " KiB)"); }
 std::string hidden(double read_ms, double wait_ms) {
   if (read_ms <= 0) return "";
   return str(" (", static_cast<int>(std::lround(100.0 * std::clamp(1.0 - wait_ms / read_ms, 0.0, 1.0))), "% hidden)");
@@ -265,22 +273,22 @@ std::string format_generate_bench(const GenBenchResult& r) {
       "; read / wait ms: per decode step, the table source's read time and the part the forward waited for (hidden: "
       "the rest, overlapped by the blocks before the first injecting block, where every injecting block's rows are "
       "read).\n\n"
-      "| model | layout | table | prefill tok/s | decode tok/s, 1 session | p50 / p99 ms | reads/token | read / "
+      "| model | layout | table | prefill tok/s | decode tok/s, 1 session | p50 / p99 ms | reads/token (KiB) | read / "
       "wait ms | "
       "decode tok/s, ",
       r.sessions,
-      " sessions | p50 / p99 ms per step | reads/token | read / wait ms |\n"
+      " sessions | p50 / p99 ms per step | reads/token (KiB) | read / wait ms |\n"
       "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   char buf[1024];
   for (const GenBenchRow& w : r.rows) {
     std::snprintf(buf, sizeof(buf),
-                  "| %s | %s | %s | %.0f | %.1f | %.2f / %.2f | %.2f | %.3f / %.3f%s | %.1f | %.1f / %.1f | %.2f | "
+                  "| %s | %s | %s | %.0f | %.1f | %.2f / %.2f | %.2f%s | %.3f / %.3f%s | %.1f | %.1f / %.1f | %.2f%s | "
                   "%.2f / %.2f%s |\n",
                   w.model.c_str(), w.layout.c_str(), w.source.c_str(), w.prefill_tok_s, w.decode1_tok_s,
-                  w.decode1_p50_ms, w.decode1_p99_ms, w.decode1_reads, w.decode1_read_ms, w.decode1_wait_ms,
-                  hidden(w.decode1_read_ms, w.decode1_wait_ms).c_str(), w.decodeN_tok_s, w.decodeN_p50_ms,
-                  w.decodeN_p99_ms, w.decodeN_reads, w.decodeN_read_ms, w.decodeN_wait_ms,
-                  hidden(w.decodeN_read_ms, w.decodeN_wait_ms).c_str());
+                  w.decode1_p50_ms, w.decode1_p99_ms, w.decode1_reads, kib(w.decode1_kib).c_str(), w.decode1_read_ms,
+                  w.decode1_wait_ms, hidden(w.decode1_read_ms, w.decode1_wait_ms).c_str(), w.decodeN_tok_s,
+                  w.decodeN_p50_ms, w.decodeN_p99_ms, w.decodeN_reads, kib(w.decodeN_kib).c_str(), w.decodeN_read_ms,
+                  w.decodeN_wait_ms, hidden(w.decodeN_read_ms, w.decodeN_wait_ms).c_str());
     out += buf;
   }
   // Ratios: each model's disk rows against its RAM row; PageGram against Engram-style per source.
