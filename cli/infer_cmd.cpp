@@ -49,9 +49,11 @@ void add_engine_options(CLI::App* c, EngineOptions& o, std::string& cache, int64
 
 // serve --http: the server runs until SIGINT or SIGTERM (taken by a thread of their own, which stops it cleanly).
 void serve_http(EngineOptions& o, HttpOptions& h) {
-  if (h.model_name.empty()) {
-    const std::filesystem::path dir = std::filesystem::absolute(o.checkpoint).parent_path();
-    if (!dir.filename().empty()) h.model_name = dir.filename().string();
+  if (h.model_name.empty()) {  // the model folder's name, or the checkpoint's run directory's
+    std::error_code ec;
+    const std::filesystem::path p = std::filesystem::absolute(
+        !o.model_dir.empty() ? std::filesystem::path(o.model_dir) / "x" : std::filesystem::path(o.checkpoint), ec);
+    h.model_name = !ec && !p.parent_path().filename().empty() ? p.parent_path().filename().string() : "pagegram";
   }
   sigset_t set;
   sigemptyset(&set);
@@ -62,8 +64,9 @@ void serve_http(EngineOptions& o, HttpOptions& h) {
   HttpServer server(*e, h);
   const int port = server.bind();
   std::fprintf(stderr, "serving %s (%s) on http://%s:%d (model '%s', %lld decoded together); Ctrl-C stops\n",
-               o.checkpoint.c_str(), e->source() ? e->source()->describe().c_str() : "no memory table", h.host.c_str(),
-               port, h.model_name.c_str(), static_cast<long long>(h.max_active));
+               (o.model_dir.empty() ? o.checkpoint : o.model_dir).c_str(),
+               e->source() ? e->source()->describe().c_str() : "no memory table", h.host.c_str(), port,
+               h.model_name.c_str(), static_cast<long long>(h.max_active));
   std::thread waiter([&] {
     int sig = 0;
     sigwait(&set, &sig);
@@ -212,7 +215,8 @@ void register_infer_commands(CLI::App& app) {
       o.progress = false;
       if (h.port < 0) {
         std::unique_ptr<Engine> e = open_engine(o);
-        std::fprintf(stderr, "serving %s (%s); one request per line, 'quit' to stop\n", o.checkpoint.c_str(),
+        std::fprintf(stderr, "serving %s (%s); one request per line, 'quit' to stop\n",
+                     (o.model_dir.empty() ? o.checkpoint : o.model_dir).c_str(),
                      e->source() ? e->source()->describe().c_str() : "no memory table");
         serve(*e, std::cin, std::cout);
         return;

@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 #include <csignal>
+#include <filesystem>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -97,6 +98,10 @@ int main(int argc, char** argv) {
     return fail(3, std::string("bug: ") + e.what() + " (please report with the command line)");
   } catch (const std::bad_alloc&) {
     return fail(2, "error: out of memory (hint: reduce train.micro_batch or the table size)");
+  } catch (const std::filesystem::filesystem_error& e) {  // a path the libraries did not check first
+    return fail(2, std::string("error: ") + e.what());
+  } catch (const std::exception& e) {  // anything else is ours to fix: one line, never an abort
+    return fail(3, std::string("bug: ") + e.what() + " (please report with the command line)");
   }
   pg::dist::finalize();
   return 0;
