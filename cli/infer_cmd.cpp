@@ -161,11 +161,12 @@ void register_infer_commands(CLI::App& app) {
         std::fprintf(
             stderr,
             "; table %s: %.2f block reads per token (%s read from the device per token), %.2f blocks "
-            "accessed per token; reads %.3f s, of which the forward waited %.3f s (%s)",
+            "accessed per token; device reads %.3f s, fetches (plan, reads, decoding) %.3f s, of which the forward "
+            "waited %.3f s (%s)",
             src->describe().c_str(), r.reads_per_position(),
             r.device_bytes < 0 ? "bytes unknown" : format_bytes(static_cast<int64_t>(r.bytes_per_position())).c_str(),
             r.positions ? static_cast<double>(r.block_accesses) / static_cast<double>(r.positions) : 0.0, r.io_seconds,
-            st.memory_wait_seconds,
+            st.fetch_seconds, st.memory_wait_seconds,
             e->overlaps() ? "overlapping the blocks before the first injection" : "read before the forward");
       }
       std::fprintf(stderr, "\n");

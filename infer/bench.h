@@ -43,6 +43,7 @@ struct GenBenchRow {
   double decodeN_tok_s = 0, decodeN_p50_ms = 0, decodeN_p99_ms = 0, decodeN_reads = 0;  // aggregate over sessions
   double decode1_read_ms = 0, decode1_wait_ms = 0;  // per step: the source's read time; the forward's wait for it
   double decode1_kib = 0, decodeN_kib = 0;  // KiB the device read per token (-1: unknown)
+  double decode1_fetch_ms = 0, decodeN_fetch_ms = 0;  // per step: the whole fetch (plan, reads, decoding the rows)
   double decodeN_read_ms = 0, decodeN_wait_ms = 0;
 };
 

@@ -126,11 +126,16 @@ bool Engine::start_memory(const std::vector<std::pair<Sess*, std::pair<int64_t, 
   // Every position's rows in one fetch (deduplicated inside the source), on the reads' thread when overlapping.
   rows_.resize(static_cast<size_t>(rows * addr_.heads * L.width()));
   if (io_) {
-    io_->start([this] { source_->fetch(addr_, rows_.data()); });
+    io_->start([this] {
+      const Timer f;
+      source_->fetch(addr_, rows_.data());
+      fetch_bg_ = f.seconds();
+    });
   } else {
     const Timer r;
     source_->fetch(addr_, rows_.data());
     stats_.memory_wait_seconds += r.seconds();  // the forward waits for every read
+    stats_.fetch_seconds += r.seconds();
   }
   memory_pending_ = true;
   stats_.memory_seconds += t.seconds();
@@ -144,6 +149,7 @@ void Engine::finish_memory(int64_t rows) {
   if (io_) {
     io_->wait();
     stats_.memory_wait_seconds += io_->last_wait_seconds();
+    stats_.fetch_seconds += fetch_bg_;
   }
   // The signed gather from the fetched rows: the same signs, rows renumbered into the fetched buffer (addr_ is not
   // read again: its signs move, no copy).

@@ -63,6 +63,9 @@ struct EngineStats {
   double prefill_seconds = 0, decode_seconds = 0;  // wall time of prefill / decode calls (I/O included)
   double memory_seconds = 0;  // the forward's time on memory work: addressing, waiting for the reads, gather
   double memory_wait_seconds = 0;  // of which waiting for table reads that the earlier blocks did not hide
+  // wall time of the table fetches (address plan, device reads, decoding the rows), on the reads' thread when
+  // overlapping: what the blocks before the first injection can hide; memory_wait_seconds is the part they did not
+  double fetch_seconds = 0;
   int64_t restarts = 0;  // caches restarted past the context
 };
 
@@ -165,6 +168,7 @@ class Engine {
   int64_t max_batch_;
   std::unique_ptr<BackgroundTask> io_;  // the reads' thread (null: no overlap)
   bool memory_pending_ = false;
+  double fetch_bg_ = 0;  // the last background fetch's wall time (written by the reads' thread, read after wait)
   std::unique_ptr<Decoder> dec_;
   std::map<int64_t, Sess> sessions_;
   int64_t next_id_ = 1;

@@ -305,7 +305,9 @@ struct HttpServer::Impl {
     put("decode_seconds_total", "counter", "Time in decode steps.", es.decode_seconds);
     put("decode_tokens_per_second", "gauge", "Generated tokens per second of decode time.",
         es.decode_seconds > 0 ? static_cast<double>(es.decode_tokens) / es.decode_seconds : 0);
-    put("memory_wait_seconds_total", "counter", "Time the forward waited for table reads.", es.memory_wait_seconds);
+    put("memory_wait_seconds_total", "counter", "Time the forward waited for table fetches.", es.memory_wait_seconds);
+    put("fetch_seconds_total", "counter", "Time of the table fetches (plan, reads, decoding the rows).",
+        es.fetch_seconds);
     if (s.has_table) {
       const TableReadStats& t = s.table;
       put("table_positions_total", "counter", "Token positions looked up in the table.",

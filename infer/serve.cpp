@@ -135,7 +135,8 @@ std::string stats_json(Engine& e) {
   o << "{\"prefill_tokens\":" << s.prefill_tokens << ",\"decode_tokens\":" << s.decode_tokens
     << ",\"prefill_seconds\":" << s.prefill_seconds << ",\"decode_seconds\":" << s.decode_seconds
     << ",\"restarts\":" << s.restarts << ",\"memory_seconds\":" << s.memory_seconds
-    << ",\"memory_wait_seconds\":" << s.memory_wait_seconds << ",\"overlap\":" << (e.overlaps() ? "true" : "false");
+    << ",\"memory_wait_seconds\":" << s.memory_wait_seconds << ",\"fetch_seconds\":" << s.fetch_seconds
+    << ",\"overlap\":" << (e.overlaps() ? "true" : "false");
   if (e.source()) {
     const TableReadStats& r = e.source()->stats();
     o << ",\"table\":" << json_escape(e.source()->describe()) << ",\"positions\":" << r.positions
