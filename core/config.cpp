@@ -263,7 +263,7 @@ void check_keys(const YAML::Node& n, const std::string& where, const std::string
 
 // True when `text` holds more than one YAML document: a document marker (--- or ...) at the start of a line
 // after content (a leading --- before any content opens the only document). Checked on the text because
-// yaml-cpp 0.7's LoadAll can loop forever on some malformed input (found by tests/train/fuzz_test.cpp).
+// yaml-cpp 0.7's LoadAll can loop forever on some malformed input (found by tests/cli/fuzz_test.cpp).
 bool several_documents(const std::string& text) {
   bool content = false;
   std::istringstream in(text);

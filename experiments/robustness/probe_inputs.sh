@@ -492,7 +492,7 @@ else
     "not run (about 45 s; \`--slow\` runs it): \`test_train --gtest_filter=KillResume.RandomKillsThenResumeGiveTheUninterruptedLogAndCheckpoint\`" "–"
 fi
 gtest T5 "fuzzing: mutated configs and --set values, sweep files, token stores, checkpoints, table files" \
-  "350 config mutants, 40 checkpoint flips by hand" test_sweep 'Fuzz.*:FuzzBinary.*'
+  "350 config mutants, 40 checkpoint flips by hand" test_cli 'Fuzz.*:FuzzBinary.*'
 gtest T6 "checkpoint refusals, divergence, memory estimate, split check, eval with table weight decay (library level)" \
   "see D10, I1, I3, I6, W1-W9" test_train 'CheckpointRobustness.*'
 gtest T7 "\`iobench\` suite reuses only intact table files" "corrupt \`.pgt\` reused" test_storage 'IoBench.SuiteReusesOnlyIntactTableFiles'

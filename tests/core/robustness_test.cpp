@@ -61,7 +61,7 @@ TEST(CoreRobustness, BadConfigFilesAreOneLineErrorsNotCrashes) {
   EXPECT_EQ(config_error(ok, {"model={layers: 3,\n  heads: 2}"}), "");  // a map may span lines
 }
 
-// Fuzzing findings (tests/train/fuzz_test.cpp), each a hang or crash before the fix.
+// Fuzzing findings (tests/cli/fuzz_test.cpp), each a hang or crash before the fix.
 TEST(CoreRobustness, FuzzFindingsAreRefusedQuickly) {
   // yaml-cpp 0.7's LoadAll looped forever (allocating) on this mutant of configs/a/pagegram_s15.yaml
   const std::string e = config_error(PG_TEST_DATA "/fuzz/config_yamlcpp_loadall_hang.yaml");
