@@ -64,8 +64,9 @@ const CompressedVocab& test_vocab() {
   static const CompressedVocab v = [] {
     std::vector<std::string> texts, pieces;
     for (int i = 0; i < kVocab; ++i) {
-      std::string t = "w" + std::to_string(i % 250);
-      if (i >= 250) t[0] = 'W';
+      // (appended, not "w" + to_string(...): GCC 12 at -O3 warns falsely about that operator+ here)
+      std::string t(1, i >= 250 ? 'W' : 'w');
+      t += std::to_string(i % 250);
       texts.push_back(t);
       pieces.push_back(t);
     }
