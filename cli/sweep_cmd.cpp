@@ -1,4 +1,4 @@
-// Seed/variant sweeps: `pagegram sweep run|prepare|status|record|slurm|collect|finished`. The work is in
+// Seed/variant sweeps: `pagegram sweep run|prepare|status|record|expand|slurm|collect|finished`. The work is in
 // sweep/; this file only parses arguments and prints (the runner's events on stderr).
 #include <unistd.h>
 
@@ -133,7 +133,26 @@ void register_sweep_record(CLI::App* sweep) {
     const std::vector<SweepRun> runs = expand_sweep(spec);
     const std::vector<std::string> written = write_sweep_records(spec, runs);
     for (const std::string& p : written) std::printf("%s\n", p.c_str());
-    std::printf("%zu of %zu runs recorded\n", written.size(), runs.size());
+    std::printf("%zu of %zu runs recorded; the sweep's expansion: %s\n", written.size(), runs.size(),
+                write_sweep_expansion(spec, runs).c_str());
+  });
+}
+
+// `pagegram sweep expand`.
+void register_sweep_expand(CLI::App* sweep) {
+  static std::string spec_path;
+  static bool to_stdout = false;
+  CLI::App* c = sweep->add_subcommand("expand",
+                                      "write <sweep dir>/records/expansion.json: every run's name, config hash, "
+                                      "overrides and resolved config, as this build expands the sweep file "
+                                      "(what experiments/report.py reads; commit it beside the records)");
+  c->add_option("SPEC", spec_path, "sweep file")->required();
+  c->add_flag("--stdout", to_stdout, "print it instead of writing it");
+  c->callback([] {
+    SweepSpec spec = load_sweep(spec_path);
+    const std::vector<SweepRun> runs = expand_sweep(spec);
+    if (to_stdout) std::printf("%s", sweep_expansion_json(spec, runs).c_str());
+    else std::printf("%s: %zu runs\n", write_sweep_expansion(spec, runs).c_str(), runs.size());
   });
 }
 
@@ -243,6 +262,7 @@ void register_sweep_commands(CLI::App& app) {
   register_sweep_prepare(sweep);
   register_sweep_status(sweep);
   register_sweep_record(sweep);
+  register_sweep_expand(sweep);
   register_sweep_slurm(sweep);
   register_sweep_collect(sweep);
   register_sweep_finished(sweep);

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Sweep report: reads the runs' HDF5 logs and writes Markdown tables with the report's numbers side by side, plus
-PNG figures (SPEC §8; report Table 1, 2, the S sweep, the ablations, the LR grid, Fig. 1a/1b/1c, 3, 4a/4b).
+PNG figures (the report's Table 1, 2, the S sweep, the ablations, the LR grid, Fig. 1a/1b/1c, 3, 4a/4b).
 
   python3 experiments/report.py experiments/table1/sweep.yaml --out experiments/table1/
   python3 experiments/report.py runs/table1/sweep.json runs/table2/sweep.json --out experiments/table1_2/
@@ -293,134 +293,41 @@ class Sweep:
 # A sweep file whose records/ folder holds records is reported from them; run directories are read only for the
 # runs of the expansion that have no record.
 
-_M64 = (1 << 64) - 1
-_P1, _P2, _P3, _P4, _P5 = (11400714785074694791, 14029467366897019727, 1609587929392839161, 9650029242287828579,
-                           2870177450012600261)
-
-
-def _rotl(x, r):
-    return ((x << r) | (x >> (64 - r))) & _M64
-
-
-def _xround(acc, lane):
-    return (_rotl((acc + lane * _P2) & _M64, 31) * _P1) & _M64
-
-
-def xxh64(b, seed=0):
-    """XXH64 of bytes (the reference algorithm, as data/hash.cpp)."""
-    n, i = len(b), 0
-    if n >= 32:
-        v = [(seed + _P1 + _P2) & _M64, (seed + _P2) & _M64, seed, (seed - _P1) & _M64]
-        while i + 32 <= n:
-            v = [_xround(v[k], int.from_bytes(b[i + 8 * k:i + 8 * k + 8], "little")) for k in range(4)]
-            i += 32
-        h = (_rotl(v[0], 1) + _rotl(v[1], 7) + _rotl(v[2], 12) + _rotl(v[3], 18)) & _M64
-        for x in v:
-            h = ((h ^ _xround(0, x)) * _P1 + _P4) & _M64
-    else:
-        h = (seed + _P5) & _M64
-    h = (h + n) & _M64
-    while i + 8 <= n:
-        h = (_rotl(h ^ _xround(0, int.from_bytes(b[i:i + 8], "little")), 27) * _P1 + _P4) & _M64
-        i += 8
-    if i + 4 <= n:
-        h = (_rotl(h ^ (int.from_bytes(b[i:i + 4], "little") * _P1 & _M64), 23) * _P2 + _P3) & _M64
-        i += 4
-    for c in b[i:]:
-        h = (_rotl(h ^ (c * _P5 & _M64), 11) * _P1) & _M64
-    h = ((h ^ (h >> 33)) * _P2) & _M64
-    h = ((h ^ (h >> 29)) * _P3) & _M64
-    return h ^ (h >> 32)
-
-
-# Keys config_hash leaves out (sweep/spec.cpp): memory keys that only choose what the run log records
-# (MemoryConfig::kLogOnlyKeys), and keys added after runs were recorded, at their default value.
-LOG_ONLY_KEYS = ("collision_stats", "collision_owners")
-NEW_KEY_DEFAULTS = {"train": {"precision": "fp32"}}
-
-
-def config_hash(config_text):
-    """The run's config hash as sweep/spec.cpp config_hash(): XXH64 of the config dump with train.out_dir = "",
-    train.threads = 0, the log-only memory keys dropped and later keys dropped at their default, first 8 hex
-    digits. config_text is the dump as the log (and the record) holds it."""
-    lines, section = [], None
-    for line in config_text.rstrip("\n").split("\n"):
-        if line and not line.startswith(" "):
-            section = line.split(":")[0]
-        elif section == "train" and line.startswith("  out_dir:"):
-            line = '  out_dir: ""'
-        elif section == "train" and line.startswith("  threads:"):
-            line = "  threads: 0"
-        elif section == "memory" and any(line.startswith(f"  {k}:") for k in LOG_ONLY_KEYS):
-            continue
-        elif line.startswith("  ") and not line.startswith("   ") and ":" in line:
-            key, _, value = line.strip().partition(":")
-            if NEW_KEY_DEFAULTS.get(section, {}).get(key) == value.strip():
-                continue
-        lines.append(line)
-    return f"{xxh64(chr(10).join(lines).encode()):016x}"[:8]
-
-
-def _node_text(node, sweep_dir):
-    """A sweep-file value as sweep.cpp's yaml_text writes it (scalars as written, sequences in flow style), with
-    ${sweep_dir} expanded."""
-    if isinstance(node, yaml.SequenceNode):
-        return "[" + ", ".join(_node_text(e, sweep_dir) for e in node.value) + "]"
-    s = str(node.value)
-    var = "${sweep_dir}"
-    if s.startswith(var + "/") and s.count(var) == 1:
-        return os.path.normpath(os.path.join(sweep_dir, s[len(var) + 1:]))
-    return s.replace(var, sweep_dir)
-
-
-def _flat_nodes(node, prefix=""):
-    """[(dotted key, node)] of a composed YAML map (nested maps or dotted keys both work, as in sweep.cpp)."""
-    out = []
-    for k, v in (node.value if isinstance(node, yaml.MappingNode) else []):
-        if isinstance(v, yaml.MappingNode):
-            out += _flat_nodes(v, prefix + k.value + ".")
-        else:
-            out.append((prefix + k.value, v))
-    return out
-
-
-def name_value(v):
-    """A grid value in a run name (sweep.cpp name_value)."""
-    return "".join("_" if c in "/:" else c for c in v if c not in "[] \"'{}")
-
-
-def expand_sweep(path):
-    """The runs a sweep file expands to (seeds x variants x grid points, sweep.cpp expand_sweep order): dicts with
-    name, variant, seed, grid {key: value text} and overrides {key: value text} (tokens, set, variant, grid, seed)."""
-    with open(path) as f:
-        root = yaml.compose(f)
-    top = {k.value: v for k, v in root.value}
-    spec = yaml.safe_load(yaml.serialize(root))
-    sweep_dir = os.path.dirname(os.path.abspath(path))
-    common = {}
-    if spec.get("tokens"):
-        common["train.tokens"] = str(spec["tokens"])
-    common.update((k, _node_text(v, sweep_dir)) for k, v in _flat_nodes(top.get("set")))
-    variants = [(k.value, dict((kk, _node_text(vv, sweep_dir)) for kk, vv in _flat_nodes(v)))
-                for k, v in (top["variants"].value if "variants" in top else [])] or [("base", {})]
-    axes = [(k, [_node_text(e, sweep_dir) for e in v.value]) for k, v in _flat_nodes(top.get("grid"))]
-    labels = [k.rsplit(".", 1)[-1] for k, _ in axes]
-    labels = [k if labels.count(lab) > 1 else lab for (k, _), lab in zip(axes, labels)]
-    points = [[]]
-    for _, values in axes:
-        points = [p + [v] for p in points for v in values]
-    runs = []
-    only = {str(k): [int(x) for x in v] for k, v in (spec.get("variant_seeds") or {}).items()}  # sweep.cpp
-    for seed in spec["seeds"]:
-        for var, over in variants:
-            if var in only and seed not in only[var]:
-                continue
-            for p in points:
-                grid = {k: v for (k, _), v in zip(axes, p)}
-                name = var + "".join(f"-{lab}={name_value(v)}" for lab, v in zip(labels, p)) + f"-s{seed}"
-                runs.append(dict(name=name, variant=var, seed=seed, grid=grid,
-                                 overrides={**common, **over, **grid, "train.seed": str(seed)}))
-    return spec, runs, dict(grid=[(k, v) for k, v in axes])
+def load_expansion(spec_path):
+    """(spec, runs, axes) of a sweep file from <sweep dir>/records/expansion.json: the expansion as the binary
+    computed it (`pagegram sweep expand`; `sweep record` and `sweep run` write it too). The run identity (run names,
+    config hashes, resolved configs) has one implementation, sweep/spec.cpp: this only reads it, and refuses an
+    expansion whose inputs (the sweep file and the presets of its base chain, kept in it) are not the files here now.
+    spec: name, description, base, out_dir, seeds; runs: name, variant, seed, grid {key: value text}, overrides
+    {key: value text} (tokens, set, variant, grid, seed), hash, planned (its resolved config, YAML text)."""
+    d = os.path.dirname(os.path.abspath(spec_path))
+    path = os.path.join(d, "records", "expansion.json")
+    hint = f"(hint: `pagegram sweep expand {spec_path}` writes it from the sweep file; commit it beside the records)"
+    try:
+        with open(path) as f:
+            plan = json.load(f)
+    except FileNotFoundError:
+        sys.exit(f"error: {path}: no expansion file of the sweep {hint}")
+    except (OSError, ValueError) as e:
+        sys.exit(f"error: {path}: unreadable ({e}) {hint}")
+    if plan.get("format") != "pagegram-sweep-expansion" or plan.get("format_version") != 1:
+        sys.exit(f"error: {path}: not a pagegram-sweep-expansion of format_version 1 {hint}")
+    if os.path.normpath(os.path.join(d, plan["spec"])) != os.path.normpath(os.path.abspath(spec_path)):
+        sys.exit(f"error: {path}: the expansion of {plan['spec']}, not of {os.path.basename(spec_path)} {hint}")
+    for rel, text in plan["inputs"].items():
+        try:
+            with open(os.path.join(d, rel)) as f:
+                now = f.read()
+        except OSError:
+            now = None
+        if now != text:
+            sys.exit(f"error: {path}: out of date: {rel} {'is gone' if now is None else 'changed'} since it was "
+                     f"written {hint}")
+    runs = [dict(name=r["name"], variant=r["variant"], seed=r["seed"], grid=dict(r["grid"]),
+                 overrides=dict(x.split("=", 1) for x in r["overrides"]), hash=r["hash"], planned=r["config"])
+            for r in plan["runs"]]
+    spec = {k: plan[k] for k in ("name", "description", "base", "out_dir", "seeds")}
+    return spec, runs, dict(grid=list(plan["grid"].items()))
 
 
 def _flatten(d, prefix=""):
@@ -431,18 +338,6 @@ def _flatten(d, prefix=""):
         else:
             out[prefix + k] = v
     return out
-
-
-def load_config_chain(path, depth=0):
-    """A preset with its `base:` chain merged (core/config.cpp load_with_bases), as a dict."""
-    with open(path) as f:
-        node = yaml.safe_load(f) or {}
-    if "base" in node and depth < 16:
-        base = load_config_chain(os.path.join(os.path.dirname(path), node.pop("base")), depth + 1)
-        flat = _flatten(base)
-        flat.update(_flatten(node))
-        return flat
-    return _flatten(node)
 
 
 def _norm(v):
@@ -462,26 +357,8 @@ def _norm(v):
 
 
 RUN_OWNED = ("train.out_dir", "train.threads", "name")  # set per run or per preset file: not compared
-
-
-def record_problems(rec, run, base):
-    """Why a record may not stand for this run of the current sweep file (empty: it may). base: the flattened
-    base preset chain. The record's hash must be its config's hash, and its config must agree with every key the
-    base chain or the sweep file sets (a key changed since the run shows); C++ defaults are not visible here."""
-    out = []
-    text = rec.get("config", "")
-    if config_hash(text) != rec.get("config_hash"):
-        out.append(f"config_hash {rec.get('config_hash')} is not its config's hash ({config_hash(text)})")
-    try:
-        cfg = _flatten(yaml.safe_load(text) or {})
-    except yaml.YAMLError as e:
-        return out + [f"config is not YAML ({str(e).splitlines()[0]})"]
-    want = {k: v for k, v in base.items() if k not in RUN_OWNED}
-    want.update(run["overrides"])
-    for k, v in want.items():
-        if k in cfg and _norm(cfg[k]) != _norm(v):
-            out.append(f"{k} = {cfg[k]} (sweep file now: {v})")
-    return out  # a diverged run's record stands for it too: it is listed as not finished
+# Memory keys that only choose what the run log records (MemoryConfig::kLogOnlyKeys): not compared either.
+LOG_ONLY_KEYS = ("collision_stats", "collision_owners")
 
 
 def run_from_record(rec, path):
@@ -507,7 +384,7 @@ def records_of(spec_path):
     d = os.path.join(os.path.dirname(os.path.abspath(spec_path)), "records")
     out = []
     for fn in sorted(os.listdir(d)) if os.path.isdir(d) else []:
-        if fn.endswith(".json"):
+        if fn.endswith(".json") and fn != "expansion.json":  # expansion.json: the sweep's expansion (load_expansion)
             try:
                 with open(os.path.join(d, fn)) as f:
                     rec = json.load(f)
@@ -520,10 +397,8 @@ def records_of(spec_path):
 def load_from_records(spec_path, recs):
     """(manifest, runs, notes) of a sweep file with records: the expected runs from the sweep file, each from its
     record, else from its run directory (when the sweep's manifest is here), else pending."""
-    spec, expected, ax = expand_sweep(spec_path)
-    base_path = os.path.join(os.path.dirname(os.path.abspath(spec_path)), spec["base"])
-    base = load_config_chain(base_path)
-    out_dir = spec.get("out_dir") or os.path.join("runs", spec["name"])
+    spec, expected, ax = load_expansion(spec_path)
+    out_dir = spec["out_dir"]
     mpath = os.path.join(out_dir, "sweep.json")
     manifest = None
     if os.path.exists(mpath):
@@ -547,7 +422,8 @@ def load_from_records(spec_path, recs):
     for e in expected:
         cands = []
         for path, rec in by_name.get(e["name"], []):
-            prob = record_problems(rec, e, base)
+            prob = [] if rec.get("config_hash") == e["hash"] else [
+                f"config_hash {rec.get('config_hash')} is not the sweep's ({e['hash']}: records/expansion.json)"]
             if e["name"] in entries and entries[e["name"]]["hash"] != rec["config_hash"]:
                 prob.append(f"hash differs from the manifest's {entries[e['name']]['hash']}")
             if prob:
@@ -567,21 +443,6 @@ def load_from_records(spec_path, recs):
             runs.append(r)
         else:
             runs.append(dict(e, status="no record", source="none"))
-    # Keys neither the presets nor the sweep file set (C++ defaults) must agree too: if records disagree on one, the
-    # records from the latest-updated group are kept and the others named.
-    varied = {k for e in expected for k in e["overrides"]} | set(RUN_OWNED)
-    groups = {}
-    for path, rec in kept:
-        key = tuple(sorted((k, str(v)) for k, v in _flatten(yaml.safe_load(rec["config"])).items() if k not in varied))
-        groups.setdefault(key, []).append((rec.get("updated", ""), rec["name"]))
-    if len(groups) > 1:
-        latest = max(groups, key=lambda g: max(groups[g]))
-        drop = {n for g, v in groups.items() if g != latest for _, n in v}
-        diff = sorted({k for g in groups for k, _ in set(g) ^ set(latest)})
-        notes.append(f"records disagree on config keys the sweep does not vary ({', '.join(diff)}): the runs of "
-                     f"the latest-updated group are kept; not used: {', '.join(sorted(drop))}")
-        runs = [dict(name=r["name"], variant=r["variant"], seed=r["seed"], grid=r["grid"], status="stale record",
-                     source="none") if r["name"] in drop else r for r in runs]
     # Corpus builds (the records' `data`, RECORDS.md "Corpus builds"): runs of different builds trained on other
     # training windows; say so when the records name more than one, or some name one and some none.
     builds = {}
@@ -606,9 +467,8 @@ def load_from_records(spec_path, recs):
                grid={k: v for k, v in ax["grid"]}, runs=expected,
                root=os.path.dirname(os.path.abspath(spec_path)) + "/records")
     if manifest is None:
-        notes.append("hashes: no sweep manifest here, so the records' own hashes are trusted (each checked against "
-                     "its config and every key the sweep file and its presets set); `pagegram sweep status` is the "
-                     "authority on the current expansion's hashes")
+        notes.append("hashes: a record is used when it carries its run's config hash in the sweep's expansion "
+                     "(records/expansion.json, the binary's expansion of the sweep file and its presets)")
     return man, runs, notes
 
 
@@ -742,9 +602,9 @@ def omnibus_line(sw, variants):
             f"corrects each paired t-test over the contrasts of the table above.")
 
 
-# The report's numbers (SPEC §8) in one place, as the report prints them (strings keep its digits). The tables'
-# `report` column and the figures' "report" markers both read them. Paired differences A − B in nats of final
-# held-out loss (negative: A better).
+# The report's numbers (from the PageGram report's summary) in one place, as the report prints them (strings keep
+# its digits). The tables' `report` column and the figures' "report" markers both read them. Paired differences
+# A − B in nats of final held-out loss (negative: A better).
 REPORT_NUM = {
     # Table 1: 60M tokens, 5 seeds. Engram-style trails flat by 0.074; the memory gain (none − PageGram) is 0.40.
     "table1": {"budget": "60M tokens, 5 seeds", ("pagegram_s4", "flat"): "-0.067", ("pagegram_s4", "engram"): "-0.142",
@@ -1062,8 +922,8 @@ def seed_stability_table(sw):
             "grows along its row, as the report's seed 1 from ≈13M of 60M tokens).\n\n" + "\n".join(lines))
 
 
-# The report's training regime (SPEC §2: 60M tokens, 131,072 tokens per step, 200M-param tables, K 8, r 64,
-# 2 orders, d 384, BF16 autocast) in the quantities that set how a table row is trained (configs/regime.yaml).
+# The report's training regime (its §4 and Appendix A, docs/model.md §2 and §4: 60M tokens, 131,072 tokens per
+# step, 200M-param tables, K 8, r 64, 2 orders, d 384, BF16 autocast) in the quantities that set how a table row is trained (configs/regime.yaml).
 REGIME_REPORT = {"optimizer steps": "60M / 131,072 = 457.8", "tokens per step": "131,072",
                  "table params per training token": "200M / 60M = 3.33", "rows per head": "195,300",
                  "lookups per row per step": "0.67", "lookups per row over the run": "≈307",
@@ -1161,9 +1021,9 @@ def _overrides(entry):
 
 
 def planned_config(sw, variant):
-    """A variant's resolved config: its run's when one has a config, else the base pair's (a `flat` or `engram` run,
-    else any run of the sweep) with the variant's overrides from the sweep's expansion applied (seed and out_dir
-    left alone). None while no run has a config."""
+    """A variant's resolved config: its run's when one has a config, else the sweep's expansion (records/expansion.json), else
+    the base pair's (a `flat` or `engram` run, else any run of the sweep) with the variant's overrides from the
+    manifest applied; seed, out_dir and threads are the base pair's. None while no run has a config."""
     r = next((r for r in sw.runs if r["variant"] == variant and "config" in r), None)
     if r is not None:
         return r["config"]
@@ -1171,8 +1031,21 @@ def planned_config(sw, variant):
                 None) or sw.config()
     if tmpl is None:
         return None
-    c = copy.deepcopy(tmpl)
     entry = next((e for e in sw.manifest.get("runs", []) if e.get("variant") == variant), None)
+    if entry is not None and "planned" in entry:  # the sweep's expansion: the binary resolved it
+        c = yaml.safe_load(entry["planned"])
+        for k in ("seed", "out_dir", "threads"):  # left alone, as below
+            if k in tmpl.get("train", {}):
+                c["train"][k] = tmpl["train"][k]
+        # the expansion leaves train.precision out at its default (fp32, sweep/spec.cpp portable_yaml); records name it
+        # as the build that wrote them did
+        if "precision" not in c["train"] and tmpl.get("train", {}).get("precision", "fp32") == "fp32":
+            if "precision" in tmpl.get("train", {}):
+                c["train"]["precision"] = "fp32"
+        elif "precision" not in c["train"]:
+            c["train"]["precision"] = "fp32"
+        return c
+    c = copy.deepcopy(tmpl)
     for k, v in _overrides(entry):
         if k in ("train.seed", "train.out_dir"):
             continue
@@ -1911,7 +1784,7 @@ def sweep_section(sw, out, kind, stall=(STALL_WINDOW, STALL_DELTA)):
                         f"Fig. 1a ({sw.name}): held-out loss, mean over seeds (band: min–max)")
         figs.append(f"![Fig. 1a]({p}fig1a-loss.png)")
         figs.append("Fig. 1a: no report number is drawn: the report's losses are on its own corpus and tokenizer, "
-                    "not comparable with ours (SPEC §8 compares differences).")
+                    "not comparable with ours (we compare differences).")
     rdiff = report_diffs(kind, "flat")
     rlabel = f"report ({REPORT_NUM[kind]['budget']})" if rdiff else "report"
     # regime_factors: no Fig. 1b (every variant − the base flat is not its pairs; the screening table has them)
@@ -1939,7 +1812,7 @@ def sweep_section(sw, out, kind, stall=(STALL_WINDOW, STALL_DELTA)):
 
 
 # Table 2's question: does the memory gain shrink with 2x tokens, does Engram-style catch up? Contrasts measured at
-# both budgets on the seeds both sweeps finished; report values (SPEC §8) at 60M -> 120M tokens.
+# both budgets on the seeds both sweeps finished; report values (REPORT_NUM) at 60M -> 120M tokens.
 BUDGET_CONTRASTS = [
     ("none", "pagegram_s4", "memory gain of PageGram S=4 (none − PageGram)",
      f"{rtext(T1, ('none', 'pagegram_s4'))} → {rtext(T2, ('none', 'pagegram_s4'))}"),
@@ -2263,7 +2136,7 @@ def main():
     sweeps = [Sweep(s) for s in a.sweeps]
     doc = [f"# Report: {', '.join(sw.name for sw in sweeps) or 'storage'}", "",
            f"Written by `{cmd}` at {now} (commit {git_head()}, on {platform.node()}). Numbers in nats of held-out "
-           "loss unless stated; the report's numbers (SPEC §8) are in the `report` column.", ""]
+           "loss unless stated; the report's numbers (REPORT_NUM in experiments/report.py) are in the `report` column.", ""]
     for sw in sweeps:
         doc.append(sweep_section(sw, a.out, kind_of(sw.name, a.kind), (a.stall_window, a.stall_delta)))
     if a.compare_budget:

@@ -12,6 +12,7 @@ import sys
 import tempfile
 import types
 import unittest
+import zlib
 
 import h5py
 import numpy as np
@@ -21,6 +22,24 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPORT = os.path.join(HERE, "report.py")
 sys.path.insert(0, HERE)
 import report  # noqa: E402
+
+
+def pagegram_binary():
+    """The binary that writes sweep expansion files (the run identity lives in C++ alone): $PAGEGRAM_BIN (ctest sets it), else
+    build-test/ or build/ of this checkout."""
+    env = os.environ.get("PAGEGRAM_BIN")
+    cands = [env] if env else [os.path.join(HERE, "..", d, "pagegram") for d in ("build-test", "build")]
+    for c in cands:
+        if c and os.access(c, os.X_OK):
+            return c
+    raise RuntimeError(f"no pagegram binary ({', '.join(c for c in cands if c)}): build it (scripts/setup.sh) or set "
+                       "PAGEGRAM_BIN; the expansion files these tests need are written by it")
+
+
+def write_expansion(spec_path):
+    """records/expansion.json of a sweep file, by the binary (`pagegram sweep expand`)."""
+    r = subprocess.run([pagegram_binary(), "sweep", "expand", spec_path], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
 
 CONFIG = {
     "model": {"layers": 4, "d_model": 128, "heads": 4, "context": 128, "vocab": 8192},
@@ -209,83 +228,11 @@ class Tables(unittest.TestCase):
 # ------------------------------------------------------------------------------------------------------------
 # Run records (experiments/<table>/records/*.json, RECORDS.md) and the stall detector.
 
-# The resolved config of regime_stage1's run flat-s0 as the C++ trainer dumped it, and the hash `pagegram sweep`
-# gave that run (its run directory was runs/regime_stage1/flat-s0-67f26ecb).
-REGIME_CONFIG = """name: regime
-data:
-  cache_dir: ""
-  corpus: corpus
-  heldout_fraction: 0.13
-  split_seed: 1
-  val_tokens: 2105344
-tokenizer:
-  vocab_size: 8192
-  model_type: unigram
-  input_sentence_size: 1500000
-  seed: 1
-  byte_fallback: true
-  character_coverage: 0.9995
-  max_sentence_length: 4192
-  num_threads: 2
-  normalization: identity
-  split_digits: false
-  allow_whitespace_only_pieces: true
-model:
-  layers: 6
-  d_model: 128
-  heads: 4
-  mlp_ratio: 4
-  vocab: 8192
-  context: 128
-  rope_base: 10000
-  norm_eps: 1e-06
-  init_std: 0.02
-memory:
-  layout: flat
-  orders: [2, 3]
-  heads: 8
-  head_dim: 64
-  slots: 4
-  target_params: 25000000
-  inject_layers: [0, 4]
-  gate: scalar
-  gate_init: 0.5
-  lr_mult: 70
-  beta2: 0.95
-  eps: 1e-08
-  weight_decay: 0
-  hash:
-    seed: 0
-    version: 1
-    engram_faithful: false
-train:
-  seed: 0
-  tokens: 7503872
-  steps: 0
-  tokens_per_step: 16384
-  micro_batch: 16
-  lr: 0.002
-  beta1: 0.9
-  beta2: 0.95
-  eps: 1e-08
-  weight_decay: 0.1
-  grad_clip: 1
-  warmup_frac: 0.05
-  decay_frac: 0.2
-  eval_interval: 46
-  eval_windows: 2048
-  log_interval: 1
-  checkpoint_interval: 46
-  threads: 2
-  out_dir: /work/main/runs/regime_stage1/flat-s0-67f26ecb"""
-REGIME_HASH = "67f26ecb"
-
-# A preset for the sweep file of the record tests: a subset of the keys of REGIME_CONFIG, as a preset sets them
-# (1.0e-6 and 1e-06 are the same value).
-RECORD_BASE = """
-model: {layers: 6, d_model: 128, norm_eps: 1.0e-6}
-memory: {target_params: 25000000, heads: 8, head_dim: 64, inject_layers: [0, 4]}
-train: {tokens: 7503872, tokens_per_step: 16384, eval_interval: 46, out_dir: runs/regime}
+# A preset for the sweep file of the record tests (the binary resolves it, with its defaults, into each run's config
+# in the sweep's expansion).
+RECORD_BASE = f"""
+base: {os.path.join(os.path.dirname(HERE), "configs", "regime.yaml")}
+memory: {{gate_init: 0.5}}
 """
 RECORD_SWEEP = """
 name: regime_stage1
@@ -322,21 +269,33 @@ def curve(final, plateau_from=None):
     return [final + 3.0 * (0.5 ** min(i, plateau_from) - 0.5 ** plateau_from) for i in range(n)]
 
 
-def write_record(folder, name, variant, seed, final, revision="rev1", kernels="avx2", layers=6, plateau_from=None,
-                 config_hash=None, layout=None, slots=4, extra=(), updated="2026-11-30T10:15:00Z", grid=None, add=(),
+def write_record(folder, name, variant, seed, final, revision="rev1", kernels="avx2", layers=None, plateau_from=None,
+                 config_hash=None, layout=None, slots=None, extra=(), updated="2026-11-30T10:15:00Z", grid=None, add=(),
                  data=None):
-    """A record as train/sweep.cpp run_record_json writes it; returns its path. extra: (section, key, value) to set
-    in the config; add: (section, key, value) to add to it (a key REGIME_CONFIG does not have)."""
-    text = set_key(set_key(REGIME_CONFIG, "memory", "layout", layout or variant.split("_")[0]), "memory", "slots",
-                   slots)
-    text = set_key(set_key(text, "train", "seed", seed), "model", "layers", layers)
-    text = set_key(text, "train", "out_dir", f"/elsewhere/runs/regime_stage1/{name}")
+    """A record as sweep/records.cpp run_record_json writes it; returns its path. Its config and hash are its run's
+    in the sweep's expansion (folder/expansion.json, written by the binary); layers, layout, slots, extra ((section, key,
+    value) set) and add ((section, key, value) added) change the config, and then the record carries another hash
+    (config_hash, or a made-up one: Python does not compute the C++ hash), as a record of an older sweep file does."""
+    with open(os.path.join(folder, "expansion.json")) as f:
+        runs = json.load(f)["runs"]
+    # a run the expansion does not have (the sweep file no longer has it): the first run's config, another hash
+    entry = next((r for r in runs if r["name"] == name), dict(runs[0], hash=None))
+    text = entry["config"].rstrip("\n")
+    planned = text
+    for key, value in (("layout", layout), ("slots", slots)):
+        if value is not None:
+            text = set_key(text, "memory", key, value)
+    if layers is not None:
+        text = set_key(text, "model", "layers", layers)
     for sec, key, value in extra:
         text = set_key(text, sec, key, value)
     for sec, key, value in add:
         assert f"\n{sec}:\n" in text, sec
         text = text.replace(f"\n{sec}:\n", f"\n{sec}:\n  {key}: {value}\n", 1)
-    h = config_hash or report.config_hash(text)
+    # a log's config names train.precision at its default, the expansion's leaves it out (sweep/spec.cpp portable_yaml)
+    same = text.replace("\n  precision: fp32", "") == planned and entry["hash"]
+    h = config_hash or (entry["hash"] if same else f"{zlib.crc32(text.encode()):08x}")
+    text = set_key(set_key(text, "train", "out_dir", f"/elsewhere/runs/regime_stage1/{name}"), "train", "threads", 2)
     ev = curve(final, plateau_from)
     rec = {"format": "pagegram-run-record", "format_version": 1, "sweep": "regime_stage1", "name": name,
            "variant": variant, "seed": seed, "grid": grid or {}, "config_hash": h, "status": "finished",
@@ -386,6 +345,7 @@ class Records(unittest.TestCase):
             f.write(RECORD_BASE)
         with open(os.path.join(self.t, "sweep.yaml"), "w") as f:
             f.write(RECORD_SWEEP)
+        write_expansion(os.path.join(self.t, "sweep.yaml"))
         rec = os.path.join(self.t, "records")
         self.finals = {}
         for s, x in self.FLAT.items():
@@ -415,53 +375,35 @@ class Records(unittest.TestCase):
         with open(os.path.join(out, "README.md")) as f:
             return f.read(), out
 
-    def test_config_hash_is_the_cpp_hash(self):
-        self.assertEqual(report.xxh64(b""), 0xEF46DB3751D8E999)
-        self.assertEqual(report.xxh64(b"abc"), 0x44BC2CF5AD770999)
-        self.assertEqual(report.config_hash(REGIME_CONFIG), REGIME_HASH)
-        # out_dir and threads do not enter the hash; any other key does
-        self.assertEqual(report.config_hash(set_key(set_key(REGIME_CONFIG, "train", "threads", 8), "train", "out_dir",
-                                                    "x")), REGIME_HASH)
-        self.assertNotEqual(report.config_hash(set_key(REGIME_CONFIG, "train", "seed", 1)), REGIME_HASH)
+    def test_committed_expansions_are_current_and_name_every_record(self):
+        # Every committed sweep with records has its expansion file (written by the binary from the sweep file and its presets,
+        # which are unchanged since), and every record carries its run's hash in it.
+        specs = sorted(glob.glob(os.path.join(HERE, "*", "records", "*-*.json")))
+        self.assertGreater(len(specs), 1)
+        for spec in sorted({os.path.dirname(os.path.dirname(p)) for p in specs}):
+            spec_path = os.path.join(spec, "sweep.yaml")
+            _, runs, _ = report.load_expansion(spec_path)
+            hashes = {r["name"]: r["hash"] for r in runs}
+            for p in glob.glob(os.path.join(spec, "records", "*-*.json")):
+                with open(p) as f:
+                    rec = json.load(f)
+                self.assertEqual(hashes.get(rec["name"]), rec["config_hash"], p)
 
-    def test_committed_records_keep_their_cpp_hashes(self):
-        # Every committed record was written by the C++ runner (their configs hold the log-only memory keys, which
-        # sweep/spec.cpp leaves out of the hash), and so is the fixture: regime_stage1's first flat-s0 record, written
-        # before train.precision existed (tests/sweep/config_hash_test.cpp pins it on the C++ side).
-        old = os.path.join(HERE, "..", "tests", "fixtures", "records", "regime_stage1-flat-s0-67f26ecb.json")
-        paths = [old] + sorted(glob.glob(os.path.join(HERE, "*", "records", "*.json")))
-        self.assertGreater(len(paths), 1)
-        for p in paths:
-            with open(p) as f:
-                rec = json.load(f)
-            self.assertIn("collision_stats", rec["config"], p)
-            self.assertEqual(report.config_hash(rec["config"]), rec["config_hash"], p)
-        # train.precision at its default leaves the hash as it was; bf16 changes it
-        with open(old) as f:
-            rec = json.load(f)
-        self.assertNotIn("precision", rec["config"])
-        fp32 = rec["config"].replace("train:\n", "train:\n  precision: fp32\n", 1)
-        bf16 = rec["config"].replace("train:\n", "train:\n  precision: bf16\n", 1)
-        self.assertEqual(report.config_hash(fp32), rec["config_hash"])
-        self.assertNotEqual(report.config_hash(bf16), rec["config_hash"])
-
-    def test_expansion(self):
-        spec, runs, _ = report.expand_sweep(os.path.join(self.t, "sweep.yaml"))
-        self.assertEqual([r["name"] for r in runs[:4]], ["flat-s0", "engram-s0", "pagegram_s4-s0", "flat-s1"])
-        self.assertEqual(runs[2]["overrides"], {"memory.layout": "pagegram", "memory.slots": "4", "train.seed": "0"})
-        with open(os.path.join(self.d, "grid.yaml"), "w") as f:
-            f.write("name: g\nbase: x.yaml\nseeds: [0]\ntokens: 1000\nvariants: {flat: {memory.layout: flat}}\n"
-                    "grid: {memory: {lr_mult: [10, 70]}, memory.inject_layers: [[0, 3]]}\n")
-        _, runs, ax = report.expand_sweep(os.path.join(self.d, "grid.yaml"))
-        self.assertEqual([r["name"] for r in runs], ["flat-lr_mult=10-inject_layers=0,3-s0",
-                                                     "flat-lr_mult=70-inject_layers=0,3-s0"])
-        self.assertEqual(runs[1]["grid"], {"memory.lr_mult": "70", "memory.inject_layers": "[0, 3]"})
-        self.assertEqual(runs[1]["overrides"]["train.tokens"], "1000")
-        with open(os.path.join(self.d, "vs.yaml"), "w") as f:  # sweep.cpp's variant_seeds (sweep_test.cpp)
-            f.write("name: v\nbase: x.yaml\nseeds: [0, 1, 2]\nvariants: {none: {}, flat: {memory.layout: flat}}\n"
-                    "variant_seeds: {none: [1, 0]}\n")
-        _, runs, _ = report.expand_sweep(os.path.join(self.d, "vs.yaml"))
-        self.assertEqual([r["name"] for r in runs], ["none-s0", "flat-s0", "none-s1", "flat-s1", "flat-s2"])
+    def test_an_expansion_file_missing_or_out_of_date_is_refused(self):
+        expansion = os.path.join(self.t, "records", "expansion.json")
+        with open(os.path.join(self.t, "base.yaml"), "a") as f:
+            f.write("# edited\n")
+        r = subprocess.run([sys.executable, REPORT, "experiments/regime_stage1/sweep.yaml", "--out", "o"], cwd=self.d,
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("expansion.json: out of date: base.yaml changed since it was written", r.stderr)
+        self.assertIn("`pagegram sweep expand experiments/regime_stage1/sweep.yaml`", r.stderr)
+        self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+        os.remove(expansion)
+        r = subprocess.run([sys.executable, REPORT, "experiments/regime_stage1/sweep.yaml", "--out", "o"], cwd=self.d,
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("expansion.json: no expansion file of the sweep", r.stderr)
 
     def test_table_from_records_alone(self):
         md, out = self.run_report()
@@ -505,8 +447,9 @@ class Records(unittest.TestCase):
         self.assertIn("**Mixed revisions (2):** rev1 (8 runs), rev2 (3 runs).", md)
         self.assertIn("*Kernels:* avx2, avx512", md)
         self.assertIn("pagegram_s4-s3 (no record)", md)
-        self.assertRegex(md, r"`flat-s0-[0-9a-f]{8}\.json`: stale, not used: model\.layers = 4 \(sweep file now: 6\)")
-        self.assertIn("`flat-s2-deadbeef.json`: stale, not used: config_hash deadbeef is not its config's hash", md)
+        self.assertRegex(md, r"`flat-s0-[0-9a-f]{8}\.json`: stale, not used: config_hash [0-9a-f]{8} is not the sweep's "
+                             r"\([0-9a-f]{8}: records/expansion.json\)")
+        self.assertIn("`flat-s2-deadbeef.json`: stale, not used: config_hash deadbeef is not the sweep's", md)
         self.assertRegex(md, r"`none-s0-[0-9a-f]{8}\.json`: run `none-s0` is not in the sweep file's expansion")
         # the stall: engram-s1 is flat from its 4th evaluation (step 138) while the others keep improving
         cells = row(md, "engram-s1")
@@ -514,23 +457,17 @@ class Records(unittest.TestCase):
         self.assertEqual(len([l for l in md.splitlines() if re.match(r"\| \w+-s\d \| \d+ \(", l)]), 1)
         self.assertTrue(os.path.exists(os.path.join(out, "regime_stage1-fig1a-loss.png")))
 
-    def test_records_that_differ_in_a_default(self):
-        """Two records of engram-s3 that differ only in a key neither the sweep file nor its presets set (a C++
-        default changed between them): the later one is used; alone, the earlier one is stale against the others."""
+    def test_a_record_of_another_config_is_stale(self):
+        """A second record of engram-s3 whose config differs in a key neither the sweep file nor its presets set (a C++
+        default changed since): its hash is not the expansion's, so it is named stale and the run's own record is used."""
         rec = os.path.join(self.t, "records")
-        old = write_record(rec, "engram-s3", "engram", 3, 9.99, extra=[("memory", "gate_init", 0.3)],
-                           updated="2026-11-29T10:15:00Z")
+        write_record(rec, "engram-s3", "engram", 3, 9.99, extra=[("memory", "gate_init", 0.3)],
+                     updated="2026-12-01T10:15:00Z")
         md, _ = self.run_report()
-        self.assertRegex(md, r"`engram-s3`: 2 records fit; the latest updated \(`engram-s3-[0-9a-f]{8}\.json`\) is used")
+        self.assertRegex(md, r"`engram-s3-[0-9a-f]{8}\.json`: stale, not used: config_hash [0-9a-f]{8} is not the "
+                             r"sweep's \([0-9a-f]{8}: records/expansion.json\)")
         self.assertEqual(row(md, "engram")[6], f"{self.finals[('engram', 3)]:.4f}")
-        for fn in os.listdir(rec):
-            if fn.startswith("engram-s3-") and os.path.join(rec, fn) != old:
-                os.remove(os.path.join(rec, fn))
-        md, _ = self.run_report()
-        self.assertIn("records disagree on config keys the sweep does not vary (memory.gate_init)", md)
-        self.assertIn("not used: engram-s3", md)
-        self.assertIn("engram-s3 (stale record)", md)
-        self.assertEqual(row(md, "engram")[1], "3")
+        self.assertEqual(row(md, "engram")[1], "4")
 
     def test_records_of_different_corpus_builds_are_named(self):
         rec = os.path.join(self.t, "records")
@@ -563,6 +500,7 @@ class Records(unittest.TestCase):
         with open(os.path.join(t8, "sweep.yaml"), "w") as f:
             f.write("name: table8_lr_grid\nbase: base.yaml\nseeds: [0]\nvariants:\n  flat: {memory.layout: flat}\n"
                     "  engram: {memory.layout: engram}\ngrid:\n  memory.lr_mult: [10, 70]\n")
+        write_expansion(os.path.join(t8, "sweep.yaml"))
         finals = {("flat", "10"): 3.9, ("flat", "70"): 3.7, ("engram", "10"): 3.6}  # engram 70x: no record
         for (v, lr), x in finals.items():
             write_record(os.path.join(t8, "records"), f"{v}-lr_mult={lr}-s0", v, 0, x,
@@ -630,6 +568,7 @@ def write_regime_sweep(root, name, text, finals, extra=(), plateau=()):
         f.write(RECORD_BASE)
     with open(os.path.join(t, "sweep.yaml"), "w") as f:
         f.write(text)
+    write_expansion(os.path.join(t, "sweep.yaml"))
     for (v, s), x in finals.items():
         slots = int(v.rsplit("_s", 1)[1]) if v.startswith("pagegram") else 4
         write_record(os.path.join(t, "records"), f"{v}-s{s}", v, s, x, slots=slots, extra=extra,
@@ -865,12 +804,16 @@ class RegimeBudget(unittest.TestCase):
 
     def test_budget_flags_a_different_setup(self):
         """A short budget from another preset (here 4 layers): the section names the keys that differ."""
-        t = os.path.join(self.d, "experiments", "regime_stage2", "records")
+        d = os.path.join(self.d, "experiments", "regime_stage2")
+        with open(os.path.join(d, "base.yaml"), "w") as f:
+            f.write(RECORD_BASE.replace("gate_init: 0.5", "gate_init: 0.3"))
+        write_expansion(os.path.join(d, "sweep.yaml"))
+        t = os.path.join(d, "records")
         for fn in os.listdir(t):
-            os.remove(os.path.join(t, fn))
+            if fn != "expansion.json":
+                os.remove(os.path.join(t, fn))
         for (v, s), x in self.short.items():
-            write_record(t, f"{v}-s{s}", v, s, x, slots=int(v.rsplit("_s", 1)[1]) if v.startswith("pag") else 4,
-                         extra=[("memory", "gate_init", 0.3)])
+            write_record(t, f"{v}-s{s}", v, s, x)
         md = self.run_report(self.t2, "--compare-budget", self.s2)
         self.assertIn("**Not the same setup besides the budget (1 keys):** memory.gate_init 0.3 → 0.5.", md)
         self.assertIn("memory gain of PageGram S=4 (none − PageGram)", md)  # the contrasts are still given
@@ -891,9 +834,6 @@ variants:
   flat_batch2x: {memory.layout: flat, train.tokens_per_step: 32768}
   engram_batch2x: {memory.layout: engram, train.tokens_per_step: 32768}
 """
-# What each factor's records set in the config: (section, key, value) to set, and to add.
-FACTOR_KEYS = {"bf16": ((), (("train", "precision", "bf16"),)), "r21": ((("memory", "head_dim", 21),), ()),
-               "batch2x": ((("train", "tokens_per_step", 32768),), ())}
 
 
 def screening(md):
@@ -967,10 +907,10 @@ class FactorScreening(unittest.TestCase):
             f.write(RECORD_BASE)
         with open(os.path.join(t, "sweep.yaml"), "w") as f:
             f.write(FACTOR_SWEEP)
-        for (v, s), x in self.FINALS.items():
-            extra, add = FACTOR_KEYS.get(v.partition("_")[2], ((), ()))
-            write_record(os.path.join(t, "records"), f"{v}-s{s}", v, s, x, layout=v.split("_")[0], extra=extra,
-                         add=add or (("train", "precision", "fp32"),))
+        write_expansion(os.path.join(t, "sweep.yaml"))
+        for (v, s), x in self.FINALS.items():  # each level's keys come from the expansion (the variants set them)
+            write_record(os.path.join(t, "records"), f"{v}-s{s}", v, s, x,
+                         add=() if "bf16" in v else (("train", "precision", "fp32"),))
         r = subprocess.run([sys.executable, REPORT, "experiments/regime_factors/sweep.yaml", "--out", "o"], cwd=self.d,
                            capture_output=True, text=True)
         self.assertEqual(r.returncode, 0, r.stderr)

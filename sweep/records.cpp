@@ -278,6 +278,66 @@ std::string write_run_record(const SweepSpec& spec, const SweepRun& run) {
   return p;
 }
 
+std::string expansion_path(const SweepSpec& spec) {
+  return (fs::absolute(spec.path).parent_path() / "records" / "expansion.json").lexically_normal().string();
+}
+
+namespace {
+// The sweep file and every preset of its base chain (load_experiment has read them all, so they exist and parse).
+std::vector<fs::path> expansion_sources(const SweepSpec& spec) {
+  std::vector<fs::path> files{fs::absolute(spec.path).lexically_normal()};
+  fs::path p = fs::absolute(spec.base_path()).lexically_normal();
+  for (int depth = 0; depth <= 16 && !p.empty(); ++depth) {
+    files.push_back(p);
+    const YAML::Node n = YAML::LoadFile(p.string());
+    const YAML::Node b = n.IsMap() ? n["base"] : YAML::Node();
+    p = b && b.IsScalar() ? (p.parent_path() / b.Scalar()).lexically_normal() : fs::path();
+  }
+  return files;
+}
+}  // namespace
+
+std::string sweep_expansion_json(const SweepSpec& spec, const std::vector<SweepRun>& runs) {
+  const fs::path dir = fs::absolute(spec.path).parent_path().lexically_normal();
+  std::ostringstream j;
+  j << "{\n  \"format\": \"pagegram-sweep-expansion\",\n  \"format_version\": 1,\n";
+  j << "  \"name\": " << json_escape(spec.name()) << ",\n";
+  j << "  \"description\": " << json_escape(spec.f.description) << ",\n";
+  j << "  \"spec\": " << json_escape(fs::absolute(spec.path).lexically_normal().lexically_relative(dir).string())
+    << ",\n";
+  j << "  \"base\": " << json_escape(spec.f.base) << ",\n";
+  j << "  \"out_dir\": " << json_escape(spec.out_dir()) << ",\n";
+  j << sweep_axes_json(spec) << ",\n  \"inputs\": {";
+  const std::vector<fs::path> inputs = expansion_sources(spec);
+  for (size_t i = 0; i < inputs.size(); ++i)
+    j << (i ? "," : "") << "\n    " << json_escape(inputs[i].lexically_relative(dir).string()) << ": "
+      << json_escape(read_file(inputs[i].string()));
+  j << "\n  },\n  \"runs\": [\n";
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const SweepRun& r = runs[i];
+    ExperimentConfig c = r.config;  // as config_hash reads it: the keys that never change results blanked
+    c.train.out_dir = "";
+    c.train.threads = 0;
+    YAML::Emitter e;
+    e << portable_yaml(c);
+    j << "    {\"name\": " << json_escape(r.name) << ", \"variant\": " << json_escape(r.variant)
+      << ", \"seed\": " << r.seed << ", \"grid\": {";
+    for (size_t a = 0; a < r.grid.size(); ++a)
+      j << (a ? ", " : "") << json_escape(r.grid[a].first) << ": " << json_escape(r.grid[a].second);
+    j << "}, \"hash\": " << json_escape(r.hash) << ", \"overrides\": [";
+    for (size_t k = 0; k < r.overrides.size(); ++k) j << (k ? ", " : "") << json_escape(r.overrides[k]);
+    j << "],\n     \"config\": " << json_escape(e.c_str()) << "}" << (i + 1 < runs.size() ? "," : "") << "\n";
+  }
+  j << "  ]\n}\n";
+  return j.str();
+}
+
+std::string write_sweep_expansion(const SweepSpec& spec, const std::vector<SweepRun>& runs) {
+  const std::string p = expansion_path(spec);
+  write_text_atomic(p, sweep_expansion_json(spec, runs));
+  return p;
+}
+
 std::vector<std::string> write_sweep_records(const SweepSpec& spec, const std::vector<SweepRun>& runs) {
   std::vector<std::string> written;
   for (const SweepRun& r : runs) {

@@ -27,6 +27,16 @@ RunStatus recorded_status(const SweepSpec& spec, const SweepRun& run);
 // the run has neither or they predate the field (2026-12-02). IoError when the record is unreadable.
 std::string run_data_fingerprint(const SweepSpec& spec, const SweepRun& run);
 
+// <directory of the sweep file>/records/expansion.json: the sweep's expansion as this build computes it (every run's
+// name, variant, seed, grid point, overrides, config hash and resolved config) with the texts of the sweep file and of
+// every preset of its base chain it was computed from. The run identity has one implementation, sweep/spec.cpp:
+// experiments/report.py reads it from this file (and refuses one whose inputs changed since). Written by
+// `sweep expand`, `sweep record` and `sweep run` (committed with --commit); format: experiments/RECORDS.md.
+std::string expansion_path(const SweepSpec& spec);
+std::string sweep_expansion_json(const SweepSpec& spec, const std::vector<SweepRun>& runs);
+// Writes the expansion file atomically; returns its path.
+std::string write_sweep_expansion(const SweepSpec& spec, const std::vector<SweepRun>& runs);
+
 // Writes the record of every finished or diverged run of `runs` (`pagegram sweep record`); returns their paths.
 std::vector<std::string> write_sweep_records(const SweepSpec& spec, const std::vector<SweepRun>& runs);
 

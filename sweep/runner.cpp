@@ -459,6 +459,16 @@ SweepRunResult run_sweep(const SweepSpec& spec, const SweepRunOptions& opt, cons
     emit(SweepEvent::kSkipped, n,
          str("skip ", n, ": diverged (a result, not retried; delete its directory to run it again)"));
   write_sweep_manifest(spec, runs);
+  {  // the expansion file beside the records (what report.py reads): rewritten when it differs, committed with them
+    const std::string file = expansion_path(spec), text = sweep_expansion_json(spec, runs);
+    std::error_code ec;
+    if (!fs::exists(file, ec) || read_file(file) != text) {
+      write_text_atomic(file, text);
+      emit(SweepEvent::kHeader, "",
+           str("expansion: ", file,
+               opt.commit ? str(" (", commit_or_warn(file, str(spec.name(), ": expansion")), ")") : ""));
+    }
+  }
 
   // Stop cleanly on SIGINT/SIGTERM: children are stopped and resume from their checkpoints next time.
   struct sigaction sa {

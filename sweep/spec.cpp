@@ -381,14 +381,8 @@ std::vector<SweepRun> expand_sweep(const SweepSpec& spec) {
   return runs;
 }
 
-void write_sweep_manifest(const SweepSpec& spec, const std::vector<SweepRun>& runs) {
-  const fs::path out = fs::absolute(spec.out_dir()).lexically_normal();
+std::string sweep_axes_json(const SweepSpec& spec) {
   std::ostringstream j;
-  j << "{\n  \"format\": \"pagegram-sweep\",\n  \"format_version\": 1,\n";
-  j << "  \"name\": " << json_escape(spec.name()) << ",\n";
-  j << "  \"description\": " << json_escape(spec.f.description) << ",\n";
-  j << "  \"spec\": " << json_escape(fs::absolute(spec.path).lexically_normal().string()) << ",\n";
-  j << "  \"base\": " << json_escape(fs::absolute(spec.base_path()).lexically_normal().string()) << ",\n";
   j << "  \"seeds\": [";
   for (size_t i = 0; i < spec.f.seeds.size(); ++i) j << (i ? ", " : "") << spec.f.seeds[i];
   j << "],\n  \"variants\": [";
@@ -399,7 +393,19 @@ void write_sweep_manifest(const SweepSpec& spec, const std::vector<SweepRun>& ru
     for (size_t i = 0; i < spec.grid[a].values.size(); ++i) j << (i ? ", " : "") << json_escape(spec.grid[a].values[i]);
     j << "]";
   }
-  j << "},\n  \"runs\": [\n";
+  j << "}";
+  return j.str();
+}
+
+void write_sweep_manifest(const SweepSpec& spec, const std::vector<SweepRun>& runs) {
+  const fs::path out = fs::absolute(spec.out_dir()).lexically_normal();
+  std::ostringstream j;
+  j << "{\n  \"format\": \"pagegram-sweep\",\n  \"format_version\": 1,\n";
+  j << "  \"name\": " << json_escape(spec.name()) << ",\n";
+  j << "  \"description\": " << json_escape(spec.f.description) << ",\n";
+  j << "  \"spec\": " << json_escape(fs::absolute(spec.path).lexically_normal().string()) << ",\n";
+  j << "  \"base\": " << json_escape(fs::absolute(spec.base_path()).lexically_normal().string()) << ",\n";
+  j << sweep_axes_json(spec) << ",\n  \"runs\": [\n";
   for (size_t i = 0; i < runs.size(); ++i) {
     const SweepRun& r = runs[i];
     j << "    {\"name\": " << json_escape(r.name) << ", \"variant\": " << json_escape(r.variant)

@@ -95,6 +95,9 @@ std::string config_hash(const ExperimentConfig& cfg);
 // interrupted sweep already holds complete paired comparisons. Each config is resolved with load_experiment.
 std::vector<SweepRun> expand_sweep(const SweepSpec& spec);
 
+// `"seeds": [...],\n  "variants": [...],\n  "grid": {...}` of a sweep (the manifest's and the expansion file's).
+std::string sweep_axes_json(const SweepSpec& spec);
+
 // Writes <out_dir>/sweep.json: name, spec, base, seeds, variants, grid and every run (name, variant, seed,
 // grid point, dir relative to the manifest, hash, overrides). The report reads it.
 void write_sweep_manifest(const SweepSpec& spec, const std::vector<SweepRun>& runs);

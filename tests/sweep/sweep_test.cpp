@@ -117,6 +117,57 @@ grid:
   EXPECT_EQ(pr[0].dir, (fs::absolute("runs/p") / ("base-s3-" + pr[0].hash)).lexically_normal().string());
 }
 
+// The expansion file (records/expansion.json, what experiments/report.py reads instead of expanding the sweep file
+// itself): every run of the expansion with its name, hash, overrides and resolved config (the keys that never change
+// results blanked), and the texts of the sweep file and of every preset of its base chain.
+TEST_F(SweepSpecTest, TheExpansionFileListsEveryRunWithItsHashConfigAndInputs) {
+  const std::string file = sweep_file(R"(
+name: t
+description: "expansion test"
+seeds: [0, 1]
+variants:
+  none: {}
+  flat: {memory: {layout: flat, target_params: 20000, inject_layers: [0, 1]}}
+grid:
+  memory.lr_mult: [10, 70]
+)");
+  const SweepSpec spec = load_sweep(file);
+  const std::vector<SweepRun> runs = expand_sweep(spec);
+  const std::string path = write_sweep_expansion(spec, runs);
+  EXPECT_EQ(path, (dir_ / "records" / "expansion.json").string());
+  EXPECT_EQ(expansion_path(spec), path);
+  const YAML::Node plan = YAML::LoadFile(path);  // JSON is YAML
+  EXPECT_EQ(plan["format"].as<std::string>(), "pagegram-sweep-expansion");
+  EXPECT_EQ(plan["format_version"].as<int>(), 1);
+  EXPECT_EQ(plan["name"].as<std::string>(), "t");
+  EXPECT_EQ(plan["spec"].as<std::string>(), "sweep.yaml");
+  EXPECT_EQ(plan["out_dir"].as<std::string>(), (dir_ / "runs").string());
+  EXPECT_EQ(plan["grid"]["memory.lr_mult"].size(), 2u);
+  ASSERT_EQ(plan["runs"].size(), runs.size());
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const YAML::Node r = plan["runs"][i];
+    EXPECT_EQ(r["name"].as<std::string>(), runs[i].name);
+    EXPECT_EQ(r["hash"].as<std::string>(), runs[i].hash);
+    EXPECT_EQ(r["seed"].as<int64_t>(), runs[i].seed);
+    EXPECT_EQ(r["overrides"].size(), runs[i].overrides.size());
+    // the config is the run's: loaded back, it has the run's hash (out_dir and threads blanked)
+    const std::string text = r["config"].as<std::string>();
+    EXPECT_NE(text.find("out_dir: \"\""), std::string::npos) << text;
+    EXPECT_NE(text.find("threads: 0"), std::string::npos) << text;
+    const ExperimentConfig back =
+        load_experiment(write_text(dir_ / "back.yaml", text), {"train.out_dir=" + (dir_ / "x").string()});
+    EXPECT_EQ(config_hash(back), runs[i].hash) << runs[i].name;
+  }
+  // inputs: the sweep file, tiny.yaml and the base.yaml it builds on, each with its text, relative to the sweep file
+  const YAML::Node in = plan["inputs"];
+  ASSERT_EQ(in.size(), 3u);
+  EXPECT_EQ(in["sweep.yaml"].as<std::string>(), slurp(file));
+  const std::string tiny = fs::path(kTiny).lexically_normal().lexically_relative(dir_).string();
+  EXPECT_EQ(in[tiny].as<std::string>(), slurp(kTiny));
+  const fs::path base = fs::path(kTiny).parent_path() / "base.yaml";
+  EXPECT_EQ(in[base.lexically_normal().lexically_relative(dir_).string()].as<std::string>(), slurp(base.string()));
+}
+
 TEST_F(SweepSpecTest, VariantSeedsRunAVariantOnASubsetOfTheSeeds) {
   SweepSpec spec =
       load_sweep(sweep_file("name: vs\nseeds: [0, 1, 2]\nvariants: {none: {}, flat: {memory.layout: flat}}\n"
@@ -360,6 +411,7 @@ TEST(SweepRunner, RunsResumesReportsFailuresAndSkipsFinishedRuns) {
   };
   EXPECT_EQ(count(SweepEvent::kStart), 3);
   EXPECT_EQ(count(SweepEvent::kDone), 2);
+  EXPECT_EQ(slurp(expansion_path(spec)), sweep_expansion_json(spec, runs));  // beside the records it wrote
   EXPECT_EQ(count(SweepEvent::kFailed), 1);
   EXPECT_EQ(count(SweepEvent::kSkipped), 1);  // the diverged run
   EXPECT_GE(count(SweepEvent::kProgress), 1);
