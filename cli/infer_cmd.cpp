@@ -77,9 +77,9 @@ void serve_http(EngineOptions& o, HttpOptions& h) {
   pthread_kill(waiter.native_handle(), SIGTERM);  // stopped otherwise: the waiter ends too
   waiter.join();
 }
-}  // namespace
 
-void register_infer_commands(CLI::App& app) {
+// `pagegram generate`.
+void register_generate(CLI::App& app) {
   {
     static EngineOptions o;
     static std::string cache = "0", prompt, prompt_file;
@@ -172,6 +172,10 @@ void register_infer_commands(CLI::App& app) {
       std::fprintf(stderr, "\n");
     });
   }
+}
+
+// `pagegram serve`: the line protocol, or --http.
+void register_serve(CLI::App& app) {
   {
     static EngineOptions o;
     static std::string cache = "0";
@@ -225,6 +229,10 @@ void register_infer_commands(CLI::App& app) {
       serve_http(o, h);
     });
   }
+}
+
+// `pagegram bench generate`.
+void register_bench_generate(CLI::App& app) {
   {
     static GenBenchConfig g;
     static int64_t threads = 0;
@@ -268,6 +276,13 @@ void register_infer_commands(CLI::App& app) {
                   describe_disk(g.table_dir).c_str(), format_generate_bench(r).c_str());
     });
   }
+}
+}  // namespace
+
+void register_infer_commands(CLI::App& app) {
+  register_generate(app);
+  register_serve(app);
+  register_bench_generate(app);
 }
 
 }  // namespace pg::cli
