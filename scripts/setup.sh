@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 PACKAGES=(build-essential cmake pkg-config git libeigen3-dev libhdf5-dev libyaml-cpp-dev libsentencepiece-dev
           sentencepiece libgtest-dev libcli11-dev liburing-dev python3 python3-h5py python3-matplotlib
           python3-numpy python3-yaml libopenmpi-dev openmpi-bin clang-format-14 libcpp-httplib-dev
-          nlohmann-json3-dev)
+          nlohmann-json3-dev python3-torch)  # python3-torch: the PyTorch mirror of the model (tests/train/torch_mirror.py)
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
