@@ -70,6 +70,16 @@ int64_t lm_head_vocab_block(int64_t rows) {
 }
 
 template <class F>
+void round_bf16(F* x, int64_t n) {
+  if constexpr (std::is_same_v<F, float>) {
+    constexpr int64_t kBlock = int64_t{1} << 14;
+    const int64_t nb = (n + kBlock - 1) / kBlock;
+#pragma omp parallel for schedule(static)
+    for (int64_t b = 0; b < nb; ++b) round_bf16_rows(x + b * kBlock, 0, 1, std::min(kBlock, n - b * kBlock));
+  }
+}
+
+template <class F>
 void parallel_zero(F* p, size_t n) {
   constexpr size_t kBlock = size_t{1} << 16;
   const int64_t nb = static_cast<int64_t>((n + kBlock - 1) / kBlock);
@@ -441,7 +451,7 @@ void gelu_backward(F* dinp, const F* inp, const F* dout, int64_t N, int64_t H, b
 //   4. per token: dX (+)= sum_g dX_g (group order).
 template <class F>
 double lm_head_ce(F* dinp, F* dweight, double* losses, const F* inp, const F* weight, const int32_t* targets, int64_t N,
-                  int64_t C, int64_t V, F dloss, const LmHeadScratch<F>& s, bool accumulate) {
+                  int64_t C, int64_t V, F dloss, const LmHeadScratch<F>& s, bool accumulate, bool round_logits) {
   const bool backward = dinp != nullptr;
   const int64_t R = s.rows, vbs = s.vocab_block, nvb = (V + vbs - 1) / vbs, ng = std::min(kLmGroups, nvb);
   const auto wa = gemm::make_a(s.pack_wa, StridedView<F>{weight, C, 1}, V, C);  // A(i = v, k = c) = W[v, c]
@@ -467,6 +477,8 @@ double lm_head_ce(F* dinp, F* dweight, double* losses, const F* inp, const F* we
         const int64_t v0 = vb * vbs, nv = std::min(vbs, V - v0);
         F* blk = lt + v0 * R;
         gemm::gemm_ab(nv, nc, C, wa, v0, xt, 0, 0, blk, R, false);
+        if (round_logits)
+          for (int64_t v = 0; v < nv; ++v) round_bf16_rows(blk + v * R, 0, 1, nc);
         for (int64_t t = 0; t < nc; ++t)
           if (tg[t] >= v0 && tg[t] < v0 + nv) tlogit[t] = blk[(tg[t] - v0) * R + t];
         F* m = bmax + vb * R;
@@ -538,6 +550,7 @@ double lm_head_ce(F* dinp, F* dweight, double* losses, const F* inp, const F* we
 // ---------------------------------------------------------------- instantiations
 #define PG_LAYERS_INSTANTIATE(F)                                                                                      \
   template void parallel_zero<F>(F*, size_t);                                                                         \
+  template void round_bf16<F>(F*, int64_t);                                                                           \
   template void embedding_forward<F>(F*, const int32_t*, const F*, int64_t, int64_t);                                 \
   template void embedding_backward<F>(F*, const F*, const int32_t*, int64_t, int64_t);                                \
   template void rmsnorm_forward<F>(F*, F*, const F*, const F*, int64_t, int64_t, F);                                  \
@@ -560,7 +573,7 @@ double lm_head_ce(F* dinp, F* dweight, double* losses, const F* inp, const F* we
   template void gelu_forward<F>(F*, const F*, int64_t, int64_t);                                                      \
   template void gelu_backward<F>(F*, const F*, const F*, int64_t, int64_t, bool);                                     \
   template double lm_head_ce<F>(F*, F*, double*, const F*, const F*, const int32_t*, int64_t, int64_t, int64_t, F,    \
-                                const LmHeadScratch<F>&, bool);
+                                const LmHeadScratch<F>&, bool, bool);
 
 PG_LAYERS_INSTANTIATE(float)
 PG_LAYERS_INSTANTIATE(double)

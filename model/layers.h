@@ -25,6 +25,8 @@
 #include <type_traits>
 #include <utility>
 
+#include "kernels/gemm.h"
+
 namespace pg::layers {
 
 inline constexpr int64_t kGemmRows = 112;  // tokens per GEMM / row task: 8 micro-panels of 14
@@ -163,11 +165,29 @@ void gelu_backward_rows(F* dinp, const F* inp, const F* dout, int64_t r0, int64_
 // (dloss = scale / N). inp [N, C], weight [V, C], targets [N] (validated).
 template <class F>
 double lm_head_ce(F* dinp, F* dweight, double* losses, const F* inp, const F* weight, const int32_t* targets, int64_t N,
-                  int64_t C, int64_t V, F dloss, const LmHeadScratch<F>& s, bool accumulate = true);
+                  int64_t C, int64_t V, F dloss, const LmHeadScratch<F>& s, bool accumulate = true,
+                  bool round_logits = false);  // autocast: the logits rounded to bf16 before the softmax
 
 // ---- helpers ----
 // p[0:n] = 0 in parallel (fixed blocks).
 template <class F>
 void parallel_zero(F* p, size_t n);
+// BF16 autocast (train.precision: autocast): x[i] = bf16(x[i]) in place, the value rounded to bf16 (kernels/gemm.h
+// to_bf16: round to nearest even) and kept as F; a no-op for double (the gradient-check instantiation).
+template <class F>
+void round_bf16(F* x, int64_t n);  // split over threads
+// Rows [r0, r0 + nr) of out [N, width] = residual + bf16(out): a bf16 output joining an F residual stream.
+template <class F>
+inline void add_bf16_rows(F* out, const F* residual, int64_t r0, int64_t nr, int64_t width) {
+  for (int64_t i = r0 * width, e = (r0 + nr) * width; i < e; ++i) {
+    if constexpr (std::is_same_v<F, float>) out[i] = residual[i] + gemm::from_bf16(gemm::to_bf16(out[i]));
+    else out[i] += residual[i];
+  }
+}
+template <class F>
+inline void round_bf16_rows(F* x, int64_t r0, int64_t nr, int64_t width) {
+  if constexpr (std::is_same_v<F, float>)
+    for (int64_t i = r0 * width, e = (r0 + nr) * width; i < e; ++i) x[i] = gemm::from_bf16(gemm::to_bf16(x[i]));
+}
 
 }  // namespace pg::layers

@@ -269,7 +269,9 @@ template <class F>
 double TransformerT<F>::run(const int32_t* windows, int64_t B, float loss_scale, bool backward) {
   PG_CHECK(B >= 1 && B <= micro_batch_, "batch ", B, " outside [1, micro_batch = ", micro_batch_, "]");
   check_tokens(windows, B);
-  const gemm::PrecisionScope precision(precision_);  // the double instantiation's GEMMs ignore it
+  const gemm::PrecisionScope scope(precision());  // the double instantiation's GEMMs ignore it
+  // Autocast (set_autocast): the bf16 roundings of PyTorch's BF16 autocast, each where its tensor is made.
+  const bool ac = autocast_ && std::is_same_v<F, float>;
   using namespace layers;
   Arena& a = *arena_;
   const int64_t L = cfg_.layers, C = cfg_.d_model, H = cfg_.mlp_ratio * C, V = cfg_.vocab, T = cfg_.context;
@@ -304,25 +306,36 @@ double TransformerT<F>::run(const int32_t* windows, int64_t B, float loss_scale,
     const BlockViews<F>& w = P.blocks[static_cast<size_t>(l)];
     const F* mlp_norm = w.mlp_norm;
     // qkv = ln1 W_qkvᵀ, then RoPE on q, k
-    linear_forward(
-        a.qkv[l], a.ln1[l], w.w_qkv, static_cast<const F*>(nullptr), N, C, 3 * C, a.pack_w,
-        [&](int64_t r0, int64_t nr, int64_t) { rope_rows(a.qkv[l], a.rope_cos, a.rope_sin, r0, nr, T, C, NH, F(1)); });
-    attention_forward(a.att[l], a.lse[l], a.qkv[l], B, T, C, NH);
-    // resid_mid = resid + att W_oᵀ, then ln2 = RMSNorm(resid_mid)
-    linear_forward(a.resid_mid[l], a.att[l], w.w_o, a.resid[l], N, C, C, a.pack_w,
+    linear_forward(a.qkv[l], a.ln1[l], w.w_qkv, static_cast<const F*>(nullptr), N, C, 3 * C, a.pack_w,
                    [&](int64_t r0, int64_t nr, int64_t) {
+                     if (ac)
+                       round_bf16_rows(a.qkv[l], r0, nr, 3 * C);  // the linear's bf16 output; RoPE with fp32 tables
+                     rope_rows(a.qkv[l], a.rope_cos, a.rope_sin, r0, nr, T, C, NH, F(1));
+                   });
+    attention_forward(a.att[l], a.lse[l], a.qkv[l], B, T, C, NH);
+    if (ac) round_bf16(a.att[l], N * C);
+    // resid_mid = resid + att W_oᵀ, then ln2 = RMSNorm(resid_mid)
+    // (autocast: the projection's bf16 output joins the fp32 residual stream: resid_mid = resid + bf16(att W_oᵀ))
+    linear_forward(a.resid_mid[l], a.att[l], w.w_o, ac ? static_cast<const F*>(nullptr) : a.resid[l], N, C, C, a.pack_w,
+                   [&](int64_t r0, int64_t nr, int64_t) {
+                     if (ac) add_bf16_rows(a.resid_mid[l], a.resid[l], r0, nr, C);
                      rmsnorm_forward_rows(a.ln2[l], a.rstd2[l], a.resid_mid[l], mlp_norm, r0, nr, C, eps);
                    });
     // gelu = GELU(ln2 W_fcᵀ)
     linear_forward(a.fc[l], a.ln2[l], w.w_fc, static_cast<const F*>(nullptr), N, C, H, a.pack_w,
-                   [&](int64_t r0, int64_t nr, int64_t) { gelu_forward_rows(a.gelu[l], a.fc[l], r0, nr, H); });
+                   [&](int64_t r0, int64_t nr, int64_t) {
+                     if (ac) round_bf16_rows(a.fc[l], r0, nr, H);
+                     gelu_forward_rows(a.gelu[l], a.fc[l], r0, nr, H);
+                     if (ac) round_bf16_rows(a.gelu[l], r0, nr, H);
+                   });
     // resid[l+1] = resid_mid + gelu W_projᵀ, then the next norm (unless an injection comes first)
     const bool last = l + 1 == L, inject_next = !last && injects(l + 1);
     F* next_ln = last ? a.lnf : a.ln1[l + 1];
     F* next_rstd = last ? a.rstdf : a.rstd1[l + 1];
     const F* next_w = last ? P.final_norm : P.blocks[static_cast<size_t>(l + 1)].attn_norm;
-    linear_forward(a.resid[l + 1], a.gelu[l], w.w_proj, a.resid_mid[l], N, H, C, a.pack_w,
-                   [&](int64_t r0, int64_t nr, int64_t) {
+    linear_forward(a.resid[l + 1], a.gelu[l], w.w_proj, ac ? static_cast<const F*>(nullptr) : a.resid_mid[l], N, H, C,
+                   a.pack_w, [&](int64_t r0, int64_t nr, int64_t) {
+                     if (ac) add_bf16_rows(a.resid[l + 1], a.resid_mid[l], r0, nr, C);
                      if (!inject_next) rmsnorm_forward_rows(next_ln, next_rstd, a.resid[l + 1], next_w, r0, nr, C, eps);
                    });
     if (inject_next) {
@@ -332,7 +345,7 @@ double TransformerT<F>::run(const int32_t* windows, int64_t B, float loss_scale,
   }
   const F dloss = static_cast<F>(static_cast<double>(loss_scale) / static_cast<double>(N));
   const double loss = lm_head_ce(backward ? a.dln : static_cast<F*>(nullptr), G.lm_head, token_losses_.data(), a.lnf,
-                                 P.lm_head, a.targets.data(), N, C, V, dloss, a.lm, /*accumulate=*/false);
+                                 P.lm_head, a.targets.data(), N, C, V, dloss, a.lm, /*accumulate=*/false, ac);
   last_n_ = N;
   if (!backward) return loss;
 
@@ -341,6 +354,7 @@ double TransformerT<F>::run(const int32_t* windows, int64_t B, float loss_scale,
   // row-wise backward ops run as epilogues of the GEMM tasks that produce their input rows.
   const int64_t nblk = (N + kNormRows - 1) / kNormRows;
   parallel_zero(a.dres, N * C);
+  if (ac) round_bf16(a.dln, N * C);  // the gradient of the bf16 copy of lnf the LM head read
   rmsnorm_backward(a.dres, G.final_norm, a.norm_partials, a.dln, a.resid[L], P.final_norm, a.rstdf, N, C);
   for (int64_t l = L - 1; l >= 0; --l) {
     const BlockViews<F>& w = P.blocks[static_cast<size_t>(l)];
@@ -348,20 +362,28 @@ double TransformerT<F>::run(const int32_t* windows, int64_t B, float loss_scale,
     const F* mlp_norm = w.mlp_norm;
     const F* attn_norm = w.attn_norm;
     // MLP: resid[l+1] = resid_mid + W_proj gelu(W_fc ln2(resid_mid))
-    linear_backward(
-        a.dgelu, g.w_proj, a.dres, a.gelu[l], w.w_proj, N, H, C, a.pack_w, a.pack_x, false,
-        [&](int64_t r0, int64_t nr, int64_t) { gelu_backward_rows(a.dfc, a.fc[l], a.dgelu, r0, nr, H, false); });
+    linear_backward(a.dgelu, g.w_proj, a.dres, a.gelu[l], w.w_proj, N, H, C, a.pack_w, a.pack_x, false,
+                    [&](int64_t r0, int64_t nr, int64_t) {
+                      if (ac) round_bf16_rows(a.dgelu, r0, nr, H);  // gradients of bf16 tensors are bf16
+                      gelu_backward_rows(a.dfc, a.fc[l], a.dgelu, r0, nr, H, false);
+                      if (ac) round_bf16_rows(a.dfc, r0, nr, H);
+                    });
     linear_backward(a.dln, g.w_fc, a.dfc, a.ln2[l], w.w_fc, N, C, H, a.pack_w, a.pack_x, false,
                     [&](int64_t r0, int64_t nr, int64_t task) {
+                      if (ac) round_bf16_rows(a.dln, r0, nr, C);
                       rmsnorm_backward_rows(a.dres, a.norm_partials + task * C, a.dln, a.resid_mid[l], mlp_norm,
                                             a.rstd2[l], r0, nr, C);
                     });
     rmsnorm_reduce(g.mlp_norm, a.norm_partials, nblk, C);
     // attention: resid_mid = resid[l] + W_o attn(rope(W_qkv ln1(resid[l])))
-    linear_backward(a.datt, g.w_o, a.dres, a.att[l], w.w_o, N, C, C, a.pack_w, a.pack_x, false);
+    linear_backward(a.datt, g.w_o, a.dres, a.att[l], w.w_o, N, C, C, a.pack_w, a.pack_x, false,
+                    [&](int64_t r0, int64_t nr, int64_t) {
+                      if (ac) round_bf16_rows(a.datt, r0, nr, C);
+                    });
     attention_backward(a.dqkv, a.datt, a.qkv[l], a.att[l], a.lse[l], B, T, C, NH, false, a.rope_cos, a.rope_sin);
     linear_backward(a.dln, g.w_qkv, a.dqkv, a.ln1[l], w.w_qkv, N, C, 3 * C, a.pack_w, a.pack_x, false,
                     [&](int64_t r0, int64_t nr, int64_t task) {
+                      if (ac) round_bf16_rows(a.dln, r0, nr, C);
                       rmsnorm_backward_rows(a.dres, a.norm_partials + task * C, a.dln, a.resid[l], attn_norm,
                                             a.rstd1[l], r0, nr, C);
                     });

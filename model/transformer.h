@@ -108,7 +108,14 @@ class TransformerT {
   // duration of each call. bf16 rounds the GEMM operands (weights and activations) to bf16 and accumulates in
   // fp32, as BF16 autocast does; parameters, gradients, norms, softmax and the loss stay in F.
   void set_precision(gemm::Precision p) { precision_ = p; }
-  gemm::Precision precision() const { return precision_; }
+  gemm::Precision precision() const { return autocast_ ? gemm::Precision::bf16 : precision_; }
+  // BF16 autocast (train.precision: autocast; float only): bf16 GEMMs as above, and the tensors PyTorch's BF16
+  // autocast keeps in bf16 are rounded to bf16 where they are made: the outputs of the linear layers (qkv, the
+  // attention and MLP projections before they join the residual stream, the MLP hidden layer, the logits), the
+  // attention output and GELU's output; backward, the gradients reaching those tensors and the bf16 copies of the
+  // norms' outputs. Norms, softmax, the loss, the residual stream, parameters and gradients of parameters stay in F.
+  void set_autocast(bool on) { autocast_ = on; }
+  bool autocast() const { return autocast_; }
 
   // The residual injector (memory tables); nullptr = none. Not owned.
   void set_injector(ResidualInjector* inj) requires std::is_same_v<F, float> { injector_ = inj; }
@@ -139,6 +146,7 @@ class TransformerT {
   int64_t last_n_ = 0;
   ResidualInjector* injector_ = nullptr;
   gemm::Precision precision_ = gemm::Precision::fp32;
+  bool autocast_ = false;
 };
 
 // The training model (float). A class (not an alias) so it can be forward-declared.

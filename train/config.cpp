@@ -23,8 +23,9 @@ void TrainConfig::validate(const std::string& where, int64_t context) const {
                           std::max<int64_t>(1, tokens_per_step / per_micro) * per_micro, ")"));
   if (out_dir.empty())
     throw ConfigError(str(where, ": key 'train.out_dir' is empty (hint: a run directory such as runs/my_run)"));
-  if (precision != "fp32" && precision != "bf16")
-    throw ConfigError(str(where, ": key 'train.precision': '", precision, "' is not a precision (hint: fp32 or bf16)"));
+  if (precision != "fp32" && precision != "bf16" && precision != "autocast")
+    throw ConfigError(
+        str(where, ": key 'train.precision': '", precision, "' is not a precision (hint: fp32, bf16 or autocast)"));
   if (warmup_frac + decay_frac > 1.0)
     throw ConfigError(str(where, ": keys 'train.warmup_frac' + 'train.decay_frac' exceed 1 (hint: WSD needs ",
                           "warm-up + decay <= all steps)"));

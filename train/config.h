@@ -59,10 +59,13 @@ struct TrainConfig {
     v("checkpoint_interval", checkpoint_interval, "steps between checkpoints (0 = end only)", cfg::Range{0, 1e9});
     v("threads", threads, "OpenMP threads (0 = all allowed CPUs)", cfg::Range{0, 1024});
     v("out_dir", out_dir, "run directory (checkpoint.h5, log.h5, config.yaml)");
-    v("precision", precision, "GEMM precision: fp32 | bf16 (bf16 operands, fp32 accumulation and master weights)");
+    v("precision", precision,
+      "fp32 | bf16 (bf16 GEMM operands, fp32 accumulation and master weights) | autocast (bf16, and the tensors "
+      "PyTorch's BF16 autocast keeps in bf16 rounded to bf16)");
   }
-  // The GEMM precision named by `precision` (validate() has checked it).
-  bool bf16() const { return precision == "bf16"; }
+  // The GEMM precision named by `precision` (validate() has checked it): bf16 GEMMs for bf16 and autocast.
+  bool bf16() const { return precision == "bf16" || precision == "autocast"; }
+  bool autocast() const { return precision == "autocast"; }
   int64_t accum_steps(int64_t context) const;  // micro-steps per optimizer step
   int64_t total_steps() const;
   void validate(const std::string& where, int64_t context) const;

@@ -87,6 +87,7 @@ Session::Session(const ExperimentConfig& cfg, const SessionOptions& opt)
   model_ = std::make_unique<Transformer>(cfg.model, B);
   model_->init(static_cast<uint64_t>(cfg.train.seed));
   model_->set_precision(cfg.train.bf16() ? gemm::Precision::bf16 : gemm::Precision::fp32);
+  model_->set_autocast(cfg.train.autocast());
   mem_ = attach_memory(cfg, *model_, opt.tokenizer);
   if (opt.optimizer) {
     std::vector<ParamView> views = backbone_views(*model_);

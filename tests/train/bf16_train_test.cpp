@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
@@ -75,10 +76,13 @@ class Bf16Train : public ::testing::Test {
 };
 
 TEST_F(Bf16Train, OneAndTwoThreadsGiveTheSameBits) {
-  const Run a = run("pagegram", "bf16", 1, 3), b = run("pagegram", "bf16", 2, 3);
-  EXPECT_EQ(a.loss, b.loss);
-  EXPECT_EQ(a.params, b.params);
-  EXPECT_EQ(a.eval, b.eval);
+  for (const char* precision : {"bf16", "autocast"}) {
+    SCOPED_TRACE(precision);
+    const Run a = run("pagegram", precision, 1, 3), b = run("pagegram", precision, 2, 3);
+    EXPECT_EQ(a.loss, b.loss);
+    EXPECT_EQ(a.params, b.params);
+    EXPECT_EQ(a.eval, b.eval);
+  }
 }
 
 // Tolerance, from measurement (Zen 5, 2026-12-01; 50 steps, d 64, 2 layers, 2,048 tokens per step; the same bits
@@ -104,19 +108,22 @@ struct RestoreBf16 {
 
 // One layout per test (the layouts run side by side under ctest): the fp32 run once, then bf16 in this CPU's order
 // (VDPBF16PS or its emulation) and in the AMX order (kernels/gemm.h; PAGEGRAM_BF16=amx-emulated, the tiles' bits
-// on any machine); both follow fp32 within the same tolerances.
+// on any machine), and autocast (train.precision: autocast) in this CPU's order; all follow fp32 within the same
+// tolerances.
 class Bf16Follows : public Bf16Train, public ::testing::WithParamInterface<std::string> {};
 
-TEST_P(Bf16Follows, Fp32InBothSummationOrders) {
+TEST_P(Bf16Follows, Fp32InBothSummationOrdersAndAutocast) {
   RestoreBf16 restore;
   const std::string layout = GetParam();
   const Run f = run(layout, "fp32", 2, kSteps);
   ASSERT_EQ(f.loss.size(), static_cast<size_t>(kSteps));
   const char* env = std::getenv("PAGEGRAM_BF16");  // this CPU's order, or the one the environment asks for
-  for (const char* order : {env ? env : "auto", "amx-emulated"}) {
-    SCOPED_TRACE(order);
+  const char* own = env ? env : "auto";
+  for (const auto& [precision, order] :
+       {std::pair<const char*, const char*>{"bf16", own}, {"bf16", "amx-emulated"}, {"autocast", own}}) {
+    SCOPED_TRACE(std::string(precision) + " " + order);
     kern::select_bf16(order);
-    const Run h = run(layout, "bf16", 2, kSteps, order);
+    const Run h = run(layout, precision, 2, kSteps, order);
     ASSERT_EQ(h.loss.size(), static_cast<size_t>(kSteps));
     double worst = 0;
     for (size_t i = 0; i < f.loss.size(); ++i) worst = std::max(worst, std::fabs(f.loss[i] - h.loss[i]));
@@ -124,8 +131,8 @@ TEST_P(Bf16Follows, Fp32InBothSummationOrders) {
     EXPECT_NEAR(h.eval, f.eval, kEvalTolerance);
     EXPECT_LT(h.loss.back(), h.loss.front() - 1.0);  // it learns
     EXPECT_NE(f.loss, h.loss);  // and really ran in bf16
-    std::printf("[bf16 %s vs fp32] %-8s max |d loss| %.4f  final eval fp32 %.4f bf16 %.4f\n", order, layout.c_str(),
-                worst, f.eval, h.eval);
+    std::printf("[%s %s vs fp32] %-8s max |d loss| %.4f  final eval fp32 %.4f, %.4f\n", precision, order,
+                layout.c_str(), worst, f.eval, h.eval);
   }
 }
 
@@ -150,11 +157,15 @@ TEST(Bf16Config, PrecisionIsCheckedLikeEveryKey) {
   } catch (const ConfigError& e) {
     const std::string m = e.what();
     EXPECT_NE(m.find("train.precision"), std::string::npos) << m;
-    EXPECT_NE(m.find("fp32 or bf16"), std::string::npos) << m;
+    EXPECT_NE(m.find("fp32, bf16 or autocast"), std::string::npos) << m;
     EXPECT_EQ(m.find('\n'), std::string::npos) << m;
   }
   EXPECT_EQ(load_experiment(testing::kTinyConfig).train.precision, "fp32");
   EXPECT_TRUE(load_experiment(testing::kTinyConfig, {"train.precision=bf16"}).train.bf16());
+  const TrainConfig ac = load_experiment(testing::kTinyConfig, {"train.precision=autocast"}).train;
+  EXPECT_TRUE(ac.bf16());  // bf16 GEMMs
+  EXPECT_TRUE(ac.autocast());
+  EXPECT_FALSE(load_experiment(testing::kTinyConfig, {"train.precision=bf16"}).train.autocast());
 }
 
 }  // namespace
