@@ -5,7 +5,7 @@
 # Reported per variant: tok/s (median, min-max), the overhead against the first variant as the median (min-max) of
 # the per-round overheads, and the memory's own work as a share of its step time (phase timers), then the phases.
 # Usage: bench/bench_overhead.sh [--shape A|B] [--rounds R] [--warmup W] [--memory none,flat,engram,pagegram_s4]
-#                                [--precision fp32|bf16]   (PAGEGRAM=<binary> measures that build as it is)
+#                                [--precision fp32|bf16|autocast]   (PAGEGRAM=<binary> measures that build as it is)
 #   presets: configs/a/<v>.yaml (200M-param tables), configs/b/<v>.yaml (10M); same step sizes as bench_vs_torch.sh.
 # Needs a quiet machine for tight figures (a sweep or a build beside it shifts every number); timings are
 # reported, never asserted.
@@ -33,8 +33,8 @@ case "$shape" in
   *) echo "bench_overhead: unknown shape $shape (hint: A or B)" >&2; exit 2 ;;
 esac
 case "$precision" in
-  fp32|bf16) sets+=(--set "train.precision=$precision") ;;
-  *) echo "bench_overhead: unknown precision $precision (hint: fp32 or bf16)" >&2; exit 2 ;;
+  fp32|bf16|autocast) sets+=(--set "train.precision=$precision") ;;
+  *) echo "bench_overhead: unknown precision $precision (hint: fp32, bf16 or autocast)" >&2; exit 2 ;;
 esac
 IFS=, read -ra mem_list <<< "$memories"
 configs=()

@@ -3,7 +3,7 @@
 # (../shared/bench/torch_reference_bench.py, "best tuning" of PERFORMANCE.md: OpenBLAS AVX-512 kernels,
 # pinned threads (one per logical CPU), jemalloc) on shapes A and B, in one run, 2 threads each, one after the other.
 # Usage: bench/bench_vs_torch.sh [--steps N] [--shapes A,B,regime,regime384,report] [--memory none,flat,engram,pagegram_s4]
-#                                  [--torch-env tuned|plain] [--isa auto|avx2,avx512] [--precision fp32,bf16]
+#                                  [--torch-env tuned|plain] [--isa auto|avx2,avx512] [--precision fp32,bf16,autocast]
 # Shapes: A = configs/a (the paper's d 384, vocab 65,536, T 1,024), B = configs/b (d 192, vocab 8,192, T 256), and the
 # regime preset configs/regime.yaml at three widths: regime (d 128, 4 heads, vocab 8,192, T 128), regime384 (d 384,
 # 6 heads, vocab 8,192: experiments/regime_d384) and report (d 384, 6 heads, vocab 65,536: the report's model,

@@ -422,25 +422,23 @@ std::vector<int32_t> Engine::step(std::span<const int64_t> ids) {
   return out;
 }
 
+const data::Tokenizer& Engine::need_tokenizer() const {
+  if (const data::Tokenizer* tk = tokenizer()) return *tk;
+  throw UserError(
+      tokenizer_note_.empty()
+          ? "the checkpoint's tokenizer is not available (hint: pagegram data tokenizer --config <its config>)"
+          : tokenizer_note_);
+}
+
 std::vector<int32_t> Engine::encode(const std::string& text) const {
-  const data::Tokenizer* tk = tokenizer();
-  if (!tk)
-    throw UserError(
-        tokenizer_note_.empty()
-            ? "the checkpoint's tokenizer is not available (hint: pagegram data tokenizer --config <its config>)"
-            : tokenizer_note_);
+  const data::Tokenizer* tk = &need_tokenizer();
   std::vector<uint32_t> ids = tk->encode_document(text);
   if (!ids.empty() && ids.back() == tk->eos_id()) ids.pop_back();  // a prompt is an unfinished document
   return std::vector<int32_t>(ids.begin(), ids.end());
 }
 
 std::string Engine::decode(std::span<const int32_t> ids) const {
-  const data::Tokenizer* tk = tokenizer();
-  if (!tk)
-    throw UserError(
-        tokenizer_note_.empty()
-            ? "the checkpoint's tokenizer is not available (hint: pagegram data tokenizer --config <its config>)"
-            : tokenizer_note_);
+  const data::Tokenizer* tk = &need_tokenizer();
   // An end-of-document token is not text: each document decoded alone, a document's end written as a newline.
   std::string out;
   std::vector<uint32_t> u;

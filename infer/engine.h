@@ -125,6 +125,8 @@ class Engine {
   int32_t eos_id() const;
 
  private:
+  // The tokenizer, or a UserError saying why there is none (set_tokenizer_note).
+  const data::Tokenizer& need_tokenizer() const;
   struct Sess {
     std::vector<int32_t> history;  // every token, the n-gram state
     std::vector<uint64_t> docs;  // document starts (positions in history), sorted, first 0

@@ -19,13 +19,12 @@
 // *_rows functions below), instead of separate passes over memory. Task boundaries are fixed, so fused and
 // unfused runs give the same bits.
 #pragma once
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <type_traits>
 #include <utility>
-
-#include "kernels/gemm.h"
 
 namespace pg::layers {
 
@@ -176,18 +175,26 @@ void parallel_zero(F* p, size_t n);
 // to_bf16: round to nearest even) and kept as F; a no-op for double (the gradient-check instantiation).
 template <class F>
 void round_bf16(F* x, int64_t n);  // split over threads
-// Rows [r0, r0 + nr) of out [N, width] = residual + bf16(out): a bf16 output joining an F residual stream.
-template <class F>
-inline void add_bf16_rows(F* out, const F* residual, int64_t r0, int64_t nr, int64_t width) {
-  for (int64_t i = r0 * width, e = (r0 + nr) * width; i < e; ++i) {
-    if constexpr (std::is_same_v<F, float>) out[i] = residual[i] + gemm::from_bf16(gemm::to_bf16(out[i]));
-    else out[i] += residual[i];
-  }
+// gemm::to_bf16 then from_bf16, without branches (the compiler vectorizes the loops below).
+inline float round_bf16_value(float x) {
+  const uint32_t u = std::bit_cast<uint32_t>(x);
+  uint32_t r = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u;  // round to nearest even
+  r = (u & 0x7FFFFFFFu) > 0x7F800000u ? ((u | 0x00400000u) & 0xFFFF0000u) : r;  // NaN: made quiet
+  r = (u & 0x7F800000u) == 0 ? (u & 0x80000000u) : r;  // zero, denormal: signed zero
+  return std::bit_cast<float>(r);
 }
 template <class F>
 inline void round_bf16_rows(F* x, int64_t r0, int64_t nr, int64_t width) {
   if constexpr (std::is_same_v<F, float>)
-    for (int64_t i = r0 * width, e = (r0 + nr) * width; i < e; ++i) x[i] = gemm::from_bf16(gemm::to_bf16(x[i]));
+    for (int64_t i = r0 * width, e = (r0 + nr) * width; i < e; ++i) x[i] = round_bf16_value(x[i]);
+}
+// Rows [r0, r0 + nr) of out [N, width] = residual + bf16(out): a bf16 output joining an F residual stream.
+template <class F>
+inline void add_bf16_rows(F* out, const F* residual, int64_t r0, int64_t nr, int64_t width) {
+  for (int64_t i = r0 * width, e = (r0 + nr) * width; i < e; ++i) {
+    if constexpr (std::is_same_v<F, float>) out[i] = residual[i] + round_bf16_value(out[i]);
+    else out[i] += residual[i];
+  }
 }
 
 }  // namespace pg::layers

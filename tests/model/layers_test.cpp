@@ -4,8 +4,10 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #include <random>
 #include <vector>
@@ -356,6 +358,34 @@ TEST_F(ModelLayers, LmHeadCrossEntropy) {
              false);
   EXPECT_EQ(dx2, dxf);
   EXPECT_EQ(dW2, dWf);
+}
+
+// Autocast's rounding (layers::round_bf16_value, branch-free so the epilogues vectorize) is gemm::to_bf16's rule bit
+// for bit: ties to even, NaN made quiet, zero and denormals to signed zero, infinities and overflow to infinity.
+TEST(Bf16Rounding, TheBranchFreeRoundingIsToBf16sRule) {
+  auto same = [](float x) {
+    const float a = layers::round_bf16_value(x), b = gemm::from_bf16(gemm::to_bf16(x));
+    uint32_t ua, ub;
+    std::memcpy(&ua, &a, 4);
+    std::memcpy(&ub, &b, 4);
+    return ua == ub;
+  };
+  std::mt19937 rng(7);
+  for (int i = 0; i < 1000000; ++i) {
+    const uint32_t u = static_cast<uint32_t>(rng());
+    float x;
+    std::memcpy(&x, &u, 4);
+    ASSERT_TRUE(same(x)) << std::hex << u;
+  }
+  for (uint32_t u : {0x00000000u, 0x80000000u, 0x00000001u, 0x807FFFFFu, 0x00800000u, 0x3F808000u, 0x3F818000u,
+                     0x3F80FFFFu, 0x7F7FFFFFu, 0x7F800000u, 0xFF800000u, 0x7F800001u, 0xFFC00000u, 0x7FFFFFFFu})
+    EXPECT_TRUE(same(std::bit_cast<float>(u))) << std::hex << u;
+  std::vector<float> row = {1.0f + 1.0f / 256, -3.14159f, 1e-40f, 65504.0f};
+  layers::round_bf16_rows(row.data(), 0, 1, 4);
+  EXPECT_EQ(row[0], 1.0f);  // a tie: to even
+  EXPECT_EQ(row[1], -3.140625f);
+  EXPECT_EQ(row[2], 0.0f);
+  EXPECT_EQ(row[3], 65536.0f);
 }
 
 }  // namespace
