@@ -299,7 +299,8 @@ YAML::Node parse_text(const std::string& text, const std::string& where) { retur
 
 namespace {
 
-YAML::Node load_with_bases(const std::filesystem::path& path, int depth) {
+YAML::Node load_with_bases(const std::filesystem::path& path, int depth,
+                           std::vector<std::filesystem::path>* files = nullptr) {
   if (depth > 16) throw ConfigError(str(path.string(), ": 'base' chain deeper than 16 (hint: a cycle?)"));
   std::error_code ec;
   if (!std::filesystem::exists(path, ec))
@@ -327,11 +328,12 @@ YAML::Node load_with_bases(const std::filesystem::path& path, int depth) {
                           ": empty config file (hint: at least `base: <preset>` or one section; "
                           "an empty file would silently mean all defaults)"));
   if (!node.IsMap()) throw ConfigError(str(path.string(), ": expected a map of keys at the top level"));
+  if (files) files->push_back(path);
   if (YAML::Node b = node["base"]) {
     if (!b.IsScalar() || b.Scalar().empty())
       throw ConfigError(str(path.string(), mark_of(b.Mark()), ": key 'base': expected a file name"));
     std::filesystem::path bp = path.parent_path() / b.Scalar();
-    YAML::Node base = load_with_bases(bp, depth + 1);
+    YAML::Node base = load_with_bases(bp, depth + 1, files);
     node.remove("base");
     return merge(base, node);
   }
@@ -379,6 +381,12 @@ void apply_override(YAML::Node& root, const std::string& assignment) {
   YAML::Node cur = chain.back()[parts.back()];
   if (cur && cur.IsMap() && parsed.IsMap()) chain.back()[parts.back()] = merge(cur, parsed);
   else chain.back()[parts.back()] = parsed;
+}
+
+std::vector<std::filesystem::path> base_chain(const std::string& path) {
+  std::vector<std::filesystem::path> files;
+  load_with_bases(path, 0, &files);
+  return files;
 }
 
 YAML::Node load_file(const std::string& path, const std::vector<std::string>& overrides) {

@@ -16,6 +16,7 @@
 #include <set>
 #include <string>
 #include <utility>
+#include <filesystem>
 #include <vector>
 
 #include "core/error.h"
@@ -187,6 +188,8 @@ T from_yaml(const YAML::Node& node, const std::string& where) {
 // Loads a YAML file, resolving `base: other.yaml` (relative to the file, recursively; later keys win,
 // maps merge deeply), then applies `a.b=value` overrides (value parsed as YAML). Throws ConfigError/IoError.
 YAML::Node load_file(const std::string& path, const std::vector<std::string>& overrides = {});
+// The files load_file reads for `path`: it, then each `base:` in turn (paths as resolved, relative to each file).
+std::vector<std::filesystem::path> base_chain(const std::string& path);
 // Applies one `a.b=value` override to a node.
 void apply_override(YAML::Node& root, const std::string& assignment);
 // Parses YAML text that must hold exactly one document, every key a plain scalar and no key twice in a map

@@ -923,7 +923,8 @@ def seed_stability_table(sw):
 
 
 # The report's training regime (its §4 and Appendix A, docs/model.md §2 and §4: 60M tokens, 131,072 tokens per
-# step, 200M-param tables, K 8, r 64, 2 orders, d 384, BF16 autocast) in the quantities that set how a table row is trained (configs/regime.yaml).
+# step, 200M-param tables, K 8, r 64, 2 orders, d 384, BF16 autocast) in the quantities that set how a table row
+# is trained (configs/regime.yaml).
 REGIME_REPORT = {"optimizer steps": "60M / 131,072 = 457.8", "tokens per step": "131,072",
                  "table params per training token": "200M / 60M = 3.33", "rows per head": "195,300",
                  "lookups per row per step": "0.67", "lookups per row over the run": "≈307",
@@ -1021,8 +1022,8 @@ def _overrides(entry):
 
 
 def planned_config(sw, variant):
-    """A variant's resolved config: its run's when one has a config, else the sweep's expansion (records/expansion.json), else
-    the base pair's (a `flat` or `engram` run, else any run of the sweep) with the variant's overrides from the
+    """A variant's resolved config: its run's when one has a config, else the sweep's expansion
+    (records/expansion.json), else the base pair's (a `flat` or `engram` run, else any run of the sweep) with the variant's overrides from the
     manifest applied; seed, out_dir and threads are the base pair's. None while no run has a config."""
     r = next((r for r in sw.runs if r["variant"] == variant and "config" in r), None)
     if r is not None:
@@ -1037,12 +1038,9 @@ def planned_config(sw, variant):
         for k in ("seed", "out_dir", "threads"):  # left alone, as below
             if k in tmpl.get("train", {}):
                 c["train"][k] = tmpl["train"][k]
-        # the expansion leaves train.precision out at its default (fp32, sweep/spec.cpp portable_yaml); records name it
-        # as the build that wrote them did
-        if "precision" not in c["train"] and tmpl.get("train", {}).get("precision", "fp32") == "fp32":
-            if "precision" in tmpl.get("train", {}):
-                c["train"]["precision"] = "fp32"
-        elif "precision" not in c["train"]:
+        # the expansion leaves train.precision out at its default (fp32, sweep/spec.cpp portable_yaml); records name
+        # it when the build that wrote them did
+        if "precision" not in c["train"] and "precision" in tmpl.get("train", {}):
             c["train"]["precision"] = "fp32"
         return c
     c = copy.deepcopy(tmpl)

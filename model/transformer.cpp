@@ -270,7 +270,9 @@ double TransformerT<F>::run(const int32_t* windows, int64_t B, float loss_scale,
   PG_CHECK(B >= 1 && B <= micro_batch_, "batch ", B, " outside [1, micro_batch = ", micro_batch_, "]");
   check_tokens(windows, B);
   const gemm::PrecisionScope scope(precision());  // the double instantiation's GEMMs ignore it
-  // Autocast (set_autocast): the bf16 roundings of PyTorch's BF16 autocast, each where its tensor is made.
+  // Autocast (set_autocast): the bf16 roundings of PyTorch's BF16 autocast, each where its tensor is made; a tensor
+  // that only GEMMs read (GELU's output, its gradient dfc) is rounded by their packing (rounding twice changes
+  // nothing), so it gets no pass of its own.
   const bool ac = autocast_ && std::is_same_v<F, float>;
   using namespace layers;
   Arena& a = *arena_;
@@ -325,8 +327,7 @@ double TransformerT<F>::run(const int32_t* windows, int64_t B, float loss_scale,
     linear_forward(a.fc[l], a.ln2[l], w.w_fc, static_cast<const F*>(nullptr), N, C, H, a.pack_w,
                    [&](int64_t r0, int64_t nr, int64_t) {
                      if (ac) round_bf16_rows(a.fc[l], r0, nr, H);
-                     gelu_forward_rows(a.gelu[l], a.fc[l], r0, nr, H);
-                     if (ac) round_bf16_rows(a.gelu[l], r0, nr, H);
+                     gelu_forward_rows(a.gelu[l], a.fc[l], r0, nr, H);  // bf16: the GEMMs reading it round it
                    });
     // resid[l+1] = resid_mid + gelu W_projᵀ, then the next norm (unless an injection comes first)
     const bool last = l + 1 == L, inject_next = !last && injects(l + 1);
@@ -365,8 +366,7 @@ double TransformerT<F>::run(const int32_t* windows, int64_t B, float loss_scale,
     linear_backward(a.dgelu, g.w_proj, a.dres, a.gelu[l], w.w_proj, N, H, C, a.pack_w, a.pack_x, false,
                     [&](int64_t r0, int64_t nr, int64_t) {
                       if (ac) round_bf16_rows(a.dgelu, r0, nr, H);  // gradients of bf16 tensors are bf16
-                      gelu_backward_rows(a.dfc, a.fc[l], a.dgelu, r0, nr, H, false);
-                      if (ac) round_bf16_rows(a.dfc, r0, nr, H);
+                      gelu_backward_rows(a.dfc, a.fc[l], a.dgelu, r0, nr, H, false);  // bf16 as GELU's output
                     });
     linear_backward(a.dln, g.w_fc, a.dfc, a.ln2[l], w.w_fc, N, C, H, a.pack_w, a.pack_x, false,
                     [&](int64_t r0, int64_t nr, int64_t task) {

@@ -10,6 +10,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "core/config.h"
 #include "core/h5.h"
 #include "core/text.h"
 #include "sweep/status.h"
@@ -283,16 +284,10 @@ std::string expansion_path(const SweepSpec& spec) {
 }
 
 namespace {
-// The sweep file and every preset of its base chain (load_experiment has read them all, so they exist and parse).
+// The sweep file and every preset of its base chain, as load_experiment read them.
 std::vector<fs::path> expansion_sources(const SweepSpec& spec) {
   std::vector<fs::path> files{fs::absolute(spec.path).lexically_normal()};
-  fs::path p = fs::absolute(spec.base_path()).lexically_normal();
-  for (int depth = 0; depth <= 16 && !p.empty(); ++depth) {
-    files.push_back(p);
-    const YAML::Node n = YAML::LoadFile(p.string());
-    const YAML::Node b = n.IsMap() ? n["base"] : YAML::Node();
-    p = b && b.IsScalar() ? (p.parent_path() / b.Scalar()).lexically_normal() : fs::path();
-  }
+  for (const fs::path& p : cfg::base_chain(spec.base_path())) files.push_back(fs::absolute(p).lexically_normal());
   return files;
 }
 }  // namespace
