@@ -151,12 +151,10 @@ std::vector<std::string> Group::children() const {
   return out;
 }
 
-void Group::write_raw(const std::string& name, hid_t type, const void* data, size_t n,
-                      const std::vector<uint64_t>& shape) const {
+Handle Group::create_raw(const std::string& name, hid_t type, const std::vector<uint64_t>& shape) const {
   uint64_t total = 1;
   std::vector<hsize_t> dims(shape.begin(), shape.end());
   for (uint64_t d : shape) total *= d;
-  PG_CHECK(total == n, "dataset ", name, ": shape holds ", total, " values, buffer ", n);
   Handle space(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), close_space);
   Handle plist(H5Pcreate(H5P_DATASET_CREATE), close_plist);
   if (total >= 1 && !dims.empty()) {
@@ -175,10 +173,47 @@ void Group::write_raw(const std::string& name, hid_t type, const void* data, siz
   }
   Handle ds(H5Dcreate2(h_.id(), name.c_str(), type, space.id(), H5P_DEFAULT, plist.id(), H5P_DEFAULT), close_dataset);
   if (ds.id() < 0) throw ResourceError(str(where(name), ": cannot create dataset (", std::strerror(errno), ")"));
+  return ds;
+}
+
+void Group::write_raw(const std::string& name, hid_t type, const void* data, size_t n,
+                      const std::vector<uint64_t>& shape) const {
+  uint64_t total = 1;
+  for (uint64_t d : shape) total *= d;
+  PG_CHECK(total == n, "dataset ", name, ": shape holds ", total, " values, buffer ", n);
+  Handle ds = create_raw(name, type, shape);
   errno = 0;
   if (n > 0 && H5Dwrite(ds.id(), type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0)
     throw ResourceError(str(where(name), ": write failed: ", errno ? std::strerror(errno) : "HDF5 error",
                             " (hint: free disk space, check quotas and file size limits; the previous file is kept)"));
+}
+
+void Group::slab_raw(const std::string& name, hid_t type, uint64_t row0, void* data, size_t n, bool write) const {
+  const std::vector<uint64_t> shape = dataset_shape(name);
+  Handle ds(H5Dopen2(h_.id(), name.c_str(), H5P_DEFAULT), close_dataset);
+  if (ds.id() < 0) throw IoError(str(where(name), ": cannot open dataset"));
+  if (!write) check_type(name, ds.id(), type);
+  PG_CHECK(!shape.empty(), "dataset ", name, ": a slab of a scalar");
+  uint64_t row = 1;
+  for (size_t i = 1; i < shape.size(); ++i) row *= shape[i];
+  const uint64_t rows = row > 0 ? n / row : 0;
+  PG_CHECK(rows * row == n && row0 + rows <= shape[0], "dataset ", name, ": slab of ", n, " values at row ", row0,
+           " does not fit shape [", shape[0], ", ", row, "]");
+  if (n == 0) return;
+  std::vector<hsize_t> start(shape.size(), 0), count(shape.begin(), shape.end());
+  start[0] = row0, count[0] = rows;
+  Handle file_space(H5Dget_space(ds.id()), close_space);
+  H5Sselect_hyperslab(file_space.id(), H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr);
+  Handle mem_space(H5Screate_simple(static_cast<int>(count.size()), count.data(), nullptr), close_space);
+  errno = 0;
+  if (write) {
+    if (H5Dwrite(ds.id(), type, mem_space.id(), file_space.id(), H5P_DEFAULT, data) < 0)
+      throw ResourceError(
+          str(where(name), ": write failed: ", errno ? std::strerror(errno) : "HDF5 error",
+              " (hint: free disk space, check quotas and file size limits; the previous file is kept)"));
+  } else if (H5Dread(ds.id(), type, mem_space.id(), file_space.id(), H5P_DEFAULT, data) < 0) {
+    throw IoError(str(where(name), ": read failed (corrupt data: checksum or type mismatch)"));
+  }
 }
 
 std::vector<uint64_t> Group::dataset_shape(const std::string& name) const {
@@ -205,21 +240,24 @@ void Group::check_shape(const std::string& name, const std::vector<uint64_t>& sh
   }
 }
 
+void Group::check_type(const std::string& name, hid_t ds, hid_t type) const {
+  // The stored element type must be the one asked for (never a silent int -> float conversion).
+  Handle ftype(H5Dget_type(ds), close_type);
+  const H5T_class_t want = H5Tget_class(type), got = H5Tget_class(ftype.id());
+  const bool same_sign = want != H5T_INTEGER || H5Tget_sign(type) == H5Tget_sign(ftype.id());
+  if (got != want || H5Tget_size(ftype.id()) != H5Tget_size(type) || !same_sign)
+    throw IoError(str(where(name), ": stored as ",
+                      got == H5T_FLOAT     ? "float"
+                      : got == H5T_INTEGER ? "integer"
+                                           : "other",
+                      H5Tget_size(ftype.id()) * 8, " but read as ", want == H5T_FLOAT ? "float" : "integer",
+                      H5Tget_size(type) * 8, " (hint: the file was not written by this program, or was edited)"));
+}
+
 void Group::read_raw(const std::string& name, hid_t type, void* data, size_t n) const {
   Handle ds(H5Dopen2(h_.id(), name.c_str(), H5P_DEFAULT), close_dataset);
   if (ds.id() < 0) throw IoError(str(where(name), ": cannot open dataset"));
-  {  // the stored element type must be the one asked for (never a silent int -> float conversion)
-    Handle ftype(H5Dget_type(ds.id()), close_type);
-    const H5T_class_t want = H5Tget_class(type), got = H5Tget_class(ftype.id());
-    const bool same_sign = want != H5T_INTEGER || H5Tget_sign(type) == H5Tget_sign(ftype.id());
-    if (got != want || H5Tget_size(ftype.id()) != H5Tget_size(type) || !same_sign)
-      throw IoError(str(where(name), ": stored as ",
-                        got == H5T_FLOAT     ? "float"
-                        : got == H5T_INTEGER ? "integer"
-                                             : "other",
-                        H5Tget_size(ftype.id()) * 8, " but read as ", want == H5T_FLOAT ? "float" : "integer",
-                        H5Tget_size(type) * 8, " (hint: the file was not written by this program, or was edited)"));
-  }
+  check_type(name, ds.id(), type);
   if (n > 0 && H5Dread(ds.id(), type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0)
     throw IoError(str(where(name), ": read failed (corrupt data: checksum or type mismatch)"));
 }

@@ -87,6 +87,21 @@ class Group {
     check_shape(name, shape);
     read_raw(name, native_type<T>(), out.data(), out.size());
   }
+  // A dataset written in slabs of rows (the first dimension), e.g. by the owners of a table's row ranges one after
+  // another: create_dataset() makes it (chunked and checksummed as write() does), write_slab() stores rows
+  // [row0, row0 + data.size() / row_size) and read_slab() reads them back (shape and type checked as read() does).
+  template <class T>
+  void create_dataset(const std::string& name, const std::vector<uint64_t>& shape) const {
+    create_raw(name, native_type<T>(), shape);
+  }
+  template <class T>
+  void write_slab(const std::string& name, uint64_t row0, std::span<const T> data) const {
+    slab_raw(name, native_type<T>(), row0, const_cast<T*>(data.data()), data.size(), true);
+  }
+  template <class T>
+  void read_slab(const std::string& name, uint64_t row0, std::span<T> out) const {
+    slab_raw(name, native_type<T>(), row0, out.data(), out.size(), false);
+  }
   std::vector<uint64_t> dataset_shape(const std::string& name) const;
   void check_shape(const std::string& name, const std::vector<uint64_t>& shape) const;
 
@@ -106,6 +121,9 @@ class Group {
   void write_raw(const std::string& name, hid_t type, const void* data, size_t n,
                  const std::vector<uint64_t>& shape) const;
   void read_raw(const std::string& name, hid_t type, void* data, size_t n) const;
+  Handle create_raw(const std::string& name, hid_t type, const std::vector<uint64_t>& shape) const;
+  void slab_raw(const std::string& name, hid_t type, uint64_t row0, void* data, size_t n, bool write) const;
+  void check_type(const std::string& name, hid_t ds, hid_t type) const;
   std::string where(const std::string& name) const { return file_ + ":" + path_ + (path_ == "/" ? "" : "/") + name; }
   Handle h_;
   std::string file_, path_;

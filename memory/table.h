@@ -2,7 +2,9 @@
 // gradient — the batch-level interface the trainer uses (address, lookup, accumulate, update, stats, save/load).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -23,6 +25,25 @@ struct PendingGrad {
   int64_t touched() const { return g->size(); }
 };
 
+// The rows [lo, hi) of a table one process holds when the table is sharded by rows over data-parallel ranks
+// (train.table_sharding: rows); rank r of R holds [rows·r/R, rows·(r+1)/R) (shard_of).
+struct RowRange {
+  int64_t lo = 0, hi = 0;
+  int64_t size() const { return hi - lo; }
+  bool contains(int64_t row) const { return row >= lo && row < hi; }
+};
+RowRange shard_of(int64_t rows, int ranks, int rank);
+
+// Rows [lo, lo + n) of a table and of its row-wise optimizer state, as a shard holds them (checkpoint writing).
+struct TableSlab {
+  int64_t lo = 0, n = 0;
+  std::span<const float> table, v;  // [n, width], [n]
+  std::span<const int32_t> last;  // [n]
+};
+// Calls `write` with the slabs of the other shards, in any order (the rank that writes a sharded checkpoint
+// receives them from their owners).
+using OtherSlabs = std::function<void(const std::function<void(const TableSlab&)>& write)>;
+
 struct TableStats {
   int64_t step = 0;  // last completed update
   int64_t rows = 0;  // table rows
@@ -35,8 +56,11 @@ struct TableStats {
 
 class MemoryTable {
  public:
-  // The table starts all zero (docs/model.md §3 initialization).
-  MemoryTable(std::unique_ptr<MemoryLayout> layout, RowwiseRmsSettings opt);
+  // The table starts all zero (docs/model.md §3 initialization). `shard`: the rows this process holds (default:
+  // all); the others are held by other ranks (train/table_shards.h fetches them and routes their gradients).
+  MemoryTable(std::unique_ptr<MemoryLayout> layout, RowwiseRmsSettings opt, std::optional<RowRange> shard = {});
+  RowRange shard() const { return shard_; }
+  bool whole() const { return shard_.lo == 0 && shard_.hi == layout_->rows(); }
   const MemoryLayout& layout() const { return *layout_; }
   std::span<float> values() { return values_; }
   std::span<const float> values() const { return values_; }
@@ -48,13 +72,16 @@ class MemoryTable {
   // Rows read by `a` are brought to the end of the last completed step (replayed weight decay) so a lookup
   // sees what a dense update would have left. No-op when weight_decay is 0 (θ is then exact already).
   void catch_up(const Addresses& a);
-  // out [a.n, readout_width()] (see gather_signed). Call catch_up(a) first when weight decay is on.
+  // out [a.n, readout_width()] (see gather_signed). Call catch_up(a) first when weight decay is on. Whole tables.
   void gather(const Addresses& a, float* out) const;
+  // out [rows.size(), width]: the held rows `rows` (global indices inside shard(), sorted and unique), brought to
+  // the end of the last completed step first (as catch_up does): what a sharded table sends to a rank that reads them.
+  void read_rows(std::span<const int64_t> rows, float* out);
   // dout [a.n, readout_width()]: adds this micro-batch's sparse gradient to the pending gradient (pending + this,
   // row-wise; into an empty pending gradient it is moved, not added).
   void accumulate_grad(const Addresses& a, const float* dout);
   // The row-wise update of step t (1-based, > completed_step()) with the pending gradient; clears it.
-  // The optimizer's lr schedule must be set.
+  // The optimizer's lr schedule must be set. A shard's pending gradient holds only its own rows (global indices).
   void apply_update(int64_t t);
   PendingGrad pending() const { return {&pending_}; }
   // The pending gradient itself, for the trainer's fixed-tree combination of micro-batches and ranks
@@ -63,22 +90,26 @@ class MemoryTable {
   // Brings every row to the end of the last completed step (before export, quantization or inspection).
   void materialize();
 
+  // Of the rows held (a shard's statistics for a sharded table).
   TableStats stats() const;
 
   // Group contents: attributes = layout identity (hash version, seed, geometry), "completed_step";
   // datasets "table" [rows, width], "hash_seeds" [n_orders, heads_per_order, 3], optimizer "v", "last".
   // load() refuses (IoError, one line) a group whose identity, seeds or shapes differ, or whose values are
-  // not finite. No gradient may be pending on save.
-  void save(const h5::Group& g) const;
+  // not finite. No gradient may be pending on save. A shard writes the whole table: its own rows, and those of
+  // the other shards that `others` hands over (required for a shard); a shard loads its own rows only, from a
+  // file any number of shards (or one process) wrote.
+  void save(const h5::Group& g, const OtherSlabs& others = {}) const;
   void load(const h5::Group& g);
 
  private:
   std::unique_ptr<MemoryLayout> layout_;
-  std::vector<float> values_;
+  RowRange shard_;
+  std::vector<float> values_;  // [shard_.size(), width]
   RowwiseRmsOptimizer opt_;
   SparseGrad pending_, mb_grad_, merged_;
   SparseGradScratch scratch_;
-  std::vector<int64_t> unique_;
+  std::vector<int64_t> unique_, local_;
   int64_t step_ = 0;
   int64_t touched_last_ = 0;
 };

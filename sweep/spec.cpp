@@ -287,6 +287,7 @@ YAML::Node portable_yaml(const ExperimentConfig& cfg) {
   // Keys added after runs were recorded are left out at their default value, so those runs keep their hashes
   // (a non-default value changes the results, and the hash) and an older build can run the config.
   if (cfg.train.precision == TrainConfig{}.precision) n["train"].remove("precision");
+  if (cfg.train.table_sharding == TrainConfig{}.table_sharding) n["train"].remove("table_sharding");
   return n;
 }
 
@@ -294,6 +295,7 @@ std::string config_hash(const ExperimentConfig& cfg) {
   ExperimentConfig c = cfg;
   c.train.out_dir = "";
   c.train.threads = 0;
+  c.train.table_sharding = TrainConfig{}.table_sharding;  // how ranks hold the table does not change the results
   YAML::Node n = portable_yaml(c);
   // Keys that only choose what the run log records are left out entirely, so adding one keeps every
   // existing run directory's hash.

@@ -5,7 +5,8 @@
 
 Every dataset of both files is compared byte for byte, except the timing columns (train/elapsed_s,
 train/tok_per_s); file attributes are compared except those naming the build or the time (revision, kernels, cpu,
-command, elapsed_s, threads, pinned, cpus, ranks, started, hostname) and the summary group's timing fractions. Prints one line
+command, elapsed_s, threads, pinned, cpus, ranks, started, hostname), the config's out_dir and table_sharding, and the
+summary group's timing fractions. Prints one line
 per file and exits 1 on any difference, naming it.
 """
 import re
@@ -42,8 +43,8 @@ def compare(pa, pb):
             if k in VOLATILE_ATTRS:
                 continue
             va, vb = (str(x.attrs.get(k)) for x in (a, b))
-            if k == "config":  # the run directory is the one key allowed to differ
-                va, vb = (re.sub(r"(?m)^  out_dir: .*$", "", v) for v in (va, vb))
+            if k == "config":  # the run directory and how ranks hold the table (same bits) may differ
+                va, vb = (re.sub(r"(?m)^  (out_dir|table_sharding): .*$", "", v) for v in (va, vb))
             if k not in a.attrs or k not in b.attrs or va != vb:
                 diffs.append(f"attribute {k} differs")
         n_compared = len(set(da) & set(db) - TIMING)

@@ -26,6 +26,9 @@ void TrainConfig::validate(const std::string& where, int64_t context) const {
   if (precision != "fp32" && precision != "bf16" && precision != "autocast")
     throw ConfigError(
         str(where, ": key 'train.precision': '", precision, "' is not a precision (hint: fp32, bf16 or autocast)"));
+  if (table_sharding != "replicated" && table_sharding != "rows")
+    throw ConfigError(str(where, ": key 'train.table_sharding': '", table_sharding,
+                          "' is not a sharding (hint: replicated or rows)"));
   if (warmup_frac + decay_frac > 1.0)
     throw ConfigError(str(where, ": keys 'train.warmup_frac' + 'train.decay_frac' exceed 1 (hint: WSD needs ",
                           "warm-up + decay <= all steps)"));
@@ -53,7 +56,7 @@ std::string gib(double bytes) {
 }
 }  // namespace
 
-int64_t estimate_training_bytes(const ExperimentConfig& cfg, std::string* what) {
+int64_t estimate_training_bytes(const ExperimentConfig& cfg, std::string* what, int ranks) {
   const double params = static_cast<double>(Transformer::count_params(cfg.model));
   const double backbone = 16.0 * params;  // fp32 parameters, gradients, AdamW m and v
   const double acts = static_cast<double>(Transformer::activation_bytes(cfg.model, cfg.train.micro_batch));
@@ -64,7 +67,9 @@ int64_t estimate_training_bytes(const ExperimentConfig& cfg, std::string* what) 
     const double lookups = static_cast<double>(cfg.train.micro_batch * cfg.model.context) *
                            static_cast<double>(cfg.memory.orders.size() * cfg.memory.heads);
     // table + per-row optimizer state (v, last step) + one micro-batch's gathered rows and their gradients (x3)
-    table = 4.0 * P + 8.0 * rows + 3.0 * 4.0 * lookups * static_cast<double>(cfg.memory.head_dim);
+    // (sharded by rows: the table and its state split over the ranks)
+    const double held = cfg.train.table_sharding == "rows" ? 1.0 / std::max(1, ranks) : 1.0;
+    table = held * (4.0 * P + 8.0 * rows) + 3.0 * 4.0 * lookups * static_cast<double>(cfg.memory.head_dim);
   }
   const double total = backbone + acts + table;
   if (what)
@@ -73,9 +78,9 @@ int64_t estimate_training_bytes(const ExperimentConfig& cfg, std::string* what) 
   return static_cast<int64_t>(total);
 }
 
-void check_fits_in_memory(const ExperimentConfig& cfg, const std::string& where) {
+void check_fits_in_memory(const ExperimentConfig& cfg, const std::string& where, int ranks) {
   std::string what;
-  const int64_t need = estimate_training_bytes(cfg, &what);
+  const int64_t need = estimate_training_bytes(cfg, &what, ranks);
   const int64_t have = available_memory_bytes();
   if (have > 0 && need > have)
     throw ConfigError(str(where, ": this run needs about ", gib(static_cast<double>(need)), " GiB (", what, ") but ",

@@ -36,6 +36,10 @@ struct TrainConfig {
   // accumulated in fp32; master weights, AdamW, norms, softmax, loss and the tables stay fp32. The config hash
   // leaves the key out at its default (sweep/spec.cpp), so fp32 runs keep their hashes.
   std::string precision = "fp32";
+  // How data-parallel ranks hold the memory table (docs/mpi.md): "replicated" (every rank the whole table and its
+  // optimizer state) or "rows" (rank r of R holds rows [N·r/R, N·(r+1)/R) and fetches the others' rows it reads).
+  // The same bits either way: the config hash leaves the key out.
+  std::string table_sharding = "replicated";
 
   template <class V>
   void visit(V& v) {
@@ -62,6 +66,9 @@ struct TrainConfig {
     v("precision", precision,
       "fp32 | bf16 (bf16 GEMM operands, fp32 accumulation and master weights) | autocast (bf16, and the tensors "
       "PyTorch's BF16 autocast keeps in bf16 rounded to bf16)");
+    v("table_sharding", table_sharding,
+      "replicated (every data-parallel rank holds the whole memory table) | rows (each rank holds 1/R of its rows "
+      "and their optimizer state; the same results)");
   }
   // The GEMM precision named by `precision` (validate() has checked it): bf16 GEMMs for bf16 and autocast.
   bool bf16() const { return precision == "bf16" || precision == "autocast"; }
@@ -96,9 +103,10 @@ struct ExperimentConfig {
 // Memory a training run of `cfg` needs, estimated from the config before anything is allocated (bytes): the
 // backbone's parameters, gradients and AdamW moments, its activation arena (exact), and the memory table with its
 // row-wise optimizer state and step buffers (approximate). `what` gets a one-line breakdown.
-int64_t estimate_training_bytes(const ExperimentConfig& cfg, std::string* what = nullptr);
+// One rank's share with `ranks` data-parallel ranks (the table's with train.table_sharding: rows).
+int64_t estimate_training_bytes(const ExperimentConfig& cfg, std::string* what = nullptr, int ranks = 1);
 // Throws ConfigError when the estimate exceeds the memory available now (hint: what to shrink).
-void check_fits_in_memory(const ExperimentConfig& cfg, const std::string& where);
+void check_fits_in_memory(const ExperimentConfig& cfg, const std::string& where, int ranks = 1);
 
 ExperimentConfig load_experiment(const std::string& path, const std::vector<std::string>& overrides = {});
 // Parses a resolved YAML text (as stored in checkpoints and logs).

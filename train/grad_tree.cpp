@@ -32,15 +32,6 @@ void tree_reduce(int64_t lo, int64_t n, const std::function<void(int64_t)>& leaf
 
 namespace {
 
-template <class T>
-std::span<const std::byte> bytes_of(const T* p, size_t n) {
-  return {reinterpret_cast<const std::byte*>(p), n * sizeof(T)};
-}
-template <class T>
-std::span<std::byte> bytes_of(T* p, size_t n) {
-  return {reinterpret_cast<std::byte*>(p), n * sizeof(T)};
-}
-
 // Times and counts the exchanges of one call.
 struct Counted {
   PeerLink& link;
@@ -115,6 +106,34 @@ void tree_allreduce(PeerLink& link, double& x, ExchangeStats* st) {
   }
 }
 
+namespace {
+// Sends `send` to `partner` and receives its list into `recv` (sizes and width first, then rows and values in one
+// message); checks what arrives.
+void swap_sparse(Counted& c, int partner, const SparseGrad& send, SparseGrad& recv, std::vector<std::byte>& buf) {
+  int64_t mine[2] = {send.size(), send.width}, theirs[2] = {0, 0};
+  c.sendrecv(partner, bytes_of(mine, 2), bytes_of(theirs, 2));
+  PG_CHECK(theirs[0] >= 0 && (theirs[1] == send.width || theirs[0] == 0 || send.size() == 0), "sparse exchange: rank ",
+           partner, " sent ", theirs[0], " rows of width ", theirs[1], ", this rank has width ", send.width);
+  const int64_t w = send.size() ? send.width : theirs[1];
+  const size_t n_out = static_cast<size_t>(send.size()), n_in = static_cast<size_t>(theirs[0]);
+  const size_t out_bytes = n_out * sizeof(int64_t) + n_out * static_cast<size_t>(w) * sizeof(float);
+  const size_t in_bytes = n_in * sizeof(int64_t) + n_in * static_cast<size_t>(w) * sizeof(float);
+  buf.resize(out_bytes + in_bytes);
+  std::memcpy(buf.data(), send.rows.data(), n_out * sizeof(int64_t));
+  std::memcpy(buf.data() + n_out * sizeof(int64_t), send.values.data(), n_out * static_cast<size_t>(w) * sizeof(float));
+  c.sendrecv(partner, std::span<const std::byte>(buf.data(), out_bytes),
+             std::span<std::byte>(buf.data() + out_bytes, in_bytes));
+  recv.width = w;
+  recv.rows.resize(n_in);
+  recv.values.resize(n_in * static_cast<size_t>(w));
+  std::memcpy(recv.rows.data(), buf.data() + out_bytes, n_in * sizeof(int64_t));
+  std::memcpy(recv.values.data(), buf.data() + out_bytes + n_in * sizeof(int64_t),
+              n_in * static_cast<size_t>(w) * sizeof(float));
+  for (size_t i = 1; i < n_in; ++i)
+    PG_CHECK(recv.rows[i - 1] < recv.rows[i], "sparse exchange: rank ", partner, " sent unsorted rows");
+}
+}  // namespace
+
 void tree_allreduce(PeerLink& link, SparseGrad& g, SparseGrad& recv, SparseGrad& out, std::vector<std::byte>& buf,
                     ExchangeStats* st) {
   const int R = link.size(), r = link.rank();
@@ -123,33 +142,58 @@ void tree_allreduce(PeerLink& link, SparseGrad& g, SparseGrad& recv, SparseGrad&
   Counted c(link, st);
   for (int d = 1; d < R; d <<= 1) {
     const int partner = r ^ d;
-    // Sizes first (rows and width), then rows and values in one message.
-    int64_t mine[2] = {g.size(), g.width}, theirs[2] = {0, 0};
-    c.sendrecv(partner, bytes_of(mine, 2), bytes_of(theirs, 2));
-    PG_CHECK(theirs[0] >= 0 && (theirs[1] == g.width || theirs[0] == 0 || g.size() == 0), "sparse exchange: rank ",
-             partner, " sent ", theirs[0], " rows of width ", theirs[1], ", this rank has width ", g.width);
-    const int64_t w = g.size() ? g.width : theirs[1];
-    if (g.size() == 0) g.width = w;
-    const size_t n_out = static_cast<size_t>(g.size()), n_in = static_cast<size_t>(theirs[0]);
-    const size_t out_bytes = n_out * sizeof(int64_t) + n_out * static_cast<size_t>(w) * sizeof(float);
-    const size_t in_bytes = n_in * sizeof(int64_t) + n_in * static_cast<size_t>(w) * sizeof(float);
-    buf.resize(out_bytes + in_bytes);
-    std::memcpy(buf.data(), g.rows.data(), n_out * sizeof(int64_t));
-    std::memcpy(buf.data() + n_out * sizeof(int64_t), g.values.data(), n_out * static_cast<size_t>(w) * sizeof(float));
-    c.sendrecv(partner, std::span<const std::byte>(buf.data(), out_bytes),
-               std::span<std::byte>(buf.data() + out_bytes, in_bytes));
-    recv.width = w;
-    recv.rows.resize(n_in);
-    recv.values.resize(n_in * static_cast<size_t>(w));
-    std::memcpy(recv.rows.data(), buf.data() + out_bytes, n_in * sizeof(int64_t));
-    std::memcpy(recv.values.data(), buf.data() + out_bytes + n_in * sizeof(int64_t),
-                n_in * static_cast<size_t>(w) * sizeof(float));
-    for (size_t i = 1; i < n_in; ++i)
-      PG_CHECK(recv.rows[i - 1] < recv.rows[i], "sparse exchange: rank ", partner, " sent unsorted rows");
+    swap_sparse(c, partner, g, recv, buf);
+    if (g.size() == 0) g.width = recv.width;
     if ((r & d) == 0) merge_sparse(g, recv, out);
     else merge_sparse(recv, g, out);
     std::swap(g, out);
   }
+}
+
+void tree_reduce_scatter(PeerLink& link, SparseGrad& g, std::span<const int64_t> bounds, SparseGrad& recv,
+                         SparseGrad& out, std::vector<std::byte>& buf, ExchangeStats* st) {
+  const int R = link.size(), r = link.rank();
+  PG_CHECK(static_cast<int>(bounds.size()) == R + 1, "tree_reduce_scatter: ", bounds.size(), " bounds for ", R,
+           " ranks");
+  if (R == 1) return;
+  check_ranks(link);
+  Counted c(link, st);
+  const int64_t w = g.width;
+  for (int d = 1; d < R; d <<= 1) {
+    const int partner = r ^ d;
+    // Rows whose owner agrees with this rank in bit d stay (the group this rank belongs to at the next level);
+    // the others go to the partner, whose group owns them. Rows are sorted, so owners rise along the list.
+    out.width = w;
+    out.rows.clear(), out.values.clear();
+    size_t kept = 0;
+    int owner = 0;
+    for (size_t i = 0; i < g.rows.size(); ++i) {
+      const int64_t row = g.rows[i];
+      while (row >= bounds[static_cast<size_t>(owner) + 1]) ++owner;
+      const float* v = g.values.data() + i * static_cast<size_t>(w);
+      if ((owner & d) == (r & d)) {
+        if (kept != i) {
+          g.rows[kept] = row;
+          std::memmove(g.values.data() + kept * static_cast<size_t>(w), v, static_cast<size_t>(w) * sizeof(float));
+        }
+        ++kept;
+      } else {
+        out.rows.push_back(row);
+        out.values.insert(out.values.end(), v, v + w);
+      }
+    }
+    g.rows.resize(kept);
+    g.values.resize(kept * static_cast<size_t>(w));
+    swap_sparse(c, partner, out, recv, buf);
+    PG_CHECK(recv.size() == 0 || recv.width == w, "sparse exchange: width ", recv.width, " for ", w);
+    recv.width = w;
+    if ((r & d) == 0) merge_sparse(g, recv, out);
+    else merge_sparse(recv, g, out);
+    std::swap(g, out);
+  }
+  PG_CHECK(g.size() == 0 ||
+               (g.rows.front() >= bounds[static_cast<size_t>(r)] && g.rows.back() < bounds[static_cast<size_t>(r) + 1]),
+           "tree_reduce_scatter: rows of another rank left");
 }
 
 void check_same_on_all_ranks(PeerLink& link, uint64_t value, const std::string& what) {

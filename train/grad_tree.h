@@ -36,6 +36,16 @@ int tree_depth(int64_t n);
 void tree_reduce(int64_t lo, int64_t n, const std::function<void(int64_t)>& leaf, const std::function<void(int)>& save,
                  const std::function<void(int)>& combine, int depth0 = 0);
 
+// n values at p as the bytes PeerLink::sendrecv moves.
+template <class T>
+std::span<const std::byte> bytes_of(const T* p, size_t n) {
+  return {reinterpret_cast<const std::byte*>(p), n * sizeof(T)};
+}
+template <class T>
+std::span<std::byte> bytes_of(T* p, size_t n) {
+  return {reinterpret_cast<std::byte*>(p), n * sizeof(T)};
+}
+
 // Point-to-point exchanges with one partner at a time (MPI_Sendrecv in train/dist.h; threads in tests).
 class PeerLink {
  public:
@@ -60,6 +70,14 @@ void tree_allreduce(PeerLink& link, std::span<float> v, std::vector<float>& scra
 void tree_allreduce(PeerLink& link, double& x, ExchangeStats* st = nullptr);
 void tree_allreduce(PeerLink& link, SparseGrad& g, SparseGrad& scratch_recv, SparseGrad& scratch_out,
                     std::vector<std::byte>& buf, ExchangeStats* st = nullptr);
+
+// The sparse gradient's tree levels when each rank owns a range of rows (train.table_sharding: rows): rank r
+// ends with the rows in [bounds[r], bounds[r+1]) of the whole tree's sum, the same bits tree_allreduce gives those
+// rows. Recursive halving by owner, nearest partner first: at distance d the pair (r, r ^ d) keeps the rows whose
+// owner agrees with it in bit d and sends the partner the others, the lower group's list as the left operand. Each
+// row travels at most log2 R times and only towards its owner (tree_allreduce sends every list to every rank).
+void tree_reduce_scatter(PeerLink& link, SparseGrad& g, std::span<const int64_t> bounds, SparseGrad& scratch_recv,
+                         SparseGrad& scratch_out, std::vector<std::byte>& buf, ExchangeStats* st = nullptr);
 
 bool is_power_of_two(int64_t n);
 

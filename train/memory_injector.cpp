@@ -10,13 +10,19 @@
 namespace pg {
 
 MemoryInjector::MemoryInjector(const MemoryConfig& cfg, int64_t d_model, int64_t layers, uint64_t seed,
-                               const CompressedVocab* vocab, double norm_eps)
+                               const CompressedVocab* vocab, double norm_eps, PeerLink* shard_link)
     : cfg_(cfg), C_(d_model), norm_eps_(norm_eps) {
   PG_CHECK(cfg.enabled(), "MemoryInjector for memory.layout = none");
   cfg.validate("memory injector", d_model, layers);
   form_ = cfg.gate == "context_sqrt" ? readout::GateForm::kSignedSqrt : readout::GateForm::kSigmoid;
-  table_ = std::make_unique<MemoryTable>(make_layout(cfg, d_model, vocab),
-                                         RowwiseRmsSettings{cfg.beta2, cfg.eps, cfg.weight_decay});
+  std::unique_ptr<MemoryLayout> layout = make_layout(cfg, d_model, vocab);
+  std::optional<RowRange> shard;
+  if (shard_link && shard_link->size() > 1) {
+    shards_ = std::make_unique<TableShards>(*shard_link, layout->rows());
+    shard = shard_of(layout->rows(), shard_link->size(), shard_link->rank());
+  }
+  table_ =
+      std::make_unique<MemoryTable>(std::move(layout), RowwiseRmsSettings{cfg.beta2, cfg.eps, cfg.weight_decay}, shard);
   D_ = table_->readout_width();
   const int64_t L = static_cast<int64_t>(cfg.inject_layers.size());
   size_t off = 0;
@@ -64,11 +70,12 @@ void MemoryInjector::prepare_impl(std::span<const Tok> tokens, std::span<const u
   Timer t;
   compute_window_addresses(table_->layout(), tokens, doc_offsets, window_starts, T, addr_);
   N_ = addr_.n;
-  table_->catch_up(addr_);
+  if (!shards_) table_->catch_up(addr_);
   times_.address += t.seconds();
   t.reset();
   u_.resize(static_cast<size_t>(N_ * D_));
-  table_->gather(addr_, u_.data());
+  if (shards_) gather_sharded();
+  else table_->gather(addr_, u_.data());
   times_.gather += t.seconds();
   t.reset();
   project();
@@ -77,6 +84,24 @@ void MemoryInjector::prepare_impl(std::span<const Tok> tokens, std::span<const u
   if (context()) dk_.assign(static_cast<size_t>(N_ * C_), 0.0f);
   de_.assign(static_cast<size_t>(N_ * C_), 0.0f);  // the gates' backward passes add into de (and dk)
   times_.inject += t.seconds();
+}
+
+void MemoryInjector::gather_sharded() {
+  const int64_t entries = addr_.n * addr_.heads, w = table_->layout().width();
+  wanted_.assign(addr_.rows.begin(), addr_.rows.begin() + entries);
+  std::sort(wanted_.begin(), wanted_.end());
+  wanted_.erase(std::unique(wanted_.begin(), wanted_.end()), wanted_.end());
+  fetched_.resize(wanted_.size() * static_cast<size_t>(w));
+  shards_->fetch(*table_, wanted_, fetched_.data(), &shard_x_);
+  // The same addresses, into the fetched rows: the gather reads the same values in the same order.
+  local_addr_.n = addr_.n, local_addr_.heads = addr_.heads, local_addr_.sign_words = addr_.sign_words;
+  local_addr_.signs = addr_.signs;
+  local_addr_.rows.resize(static_cast<size_t>(entries));
+#pragma omp parallel for schedule(static) if (entries > 65536)
+  for (int64_t i = 0; i < entries; ++i)
+    local_addr_.rows[static_cast<size_t>(i)] =
+        std::lower_bound(wanted_.begin(), wanted_.end(), addr_.rows[static_cast<size_t>(i)]) - wanted_.begin();
+  gather_signed(local_addr_, fetched_.data(), w, table_->layout().sums_heads(), u_.data());
 }
 
 void MemoryInjector::project() {
@@ -265,14 +290,19 @@ std::string inject_layers_text(const MemoryConfig& c) {
 }
 }  // namespace
 
-void MemoryInjector::save(const h5::Group& g) const {
+void MemoryInjector::save(const h5::Group& g) {
   g.set_attr("gate", cfg_.gate);
   g.set_attr("inject_layers", inject_layers_text(cfg_));
-  table_->save(g.create("table"));
+  table_->save(g.create("table"), shards_ ? shards_->receive_slabs(table_->layout().width()) : OtherSlabs{});
   h5::Group d = g.create("dense");
   for_each_dense([&](const char* name, const View& w, bool) {
     if (w.n) d.write<float>(name, std::span<const float>(params_.data() + w.off, w.n), {static_cast<uint64_t>(w.n)});
   });
+}
+
+void MemoryInjector::send_shard() {
+  PG_CHECK(shards_, "send_shard of a table that is not sharded");
+  shards_->send_slabs(*table_);
 }
 
 void MemoryInjector::load(const h5::Group& g) {

@@ -22,6 +22,7 @@
 #include "memory/step_collisions.h"
 #include "memory/table.h"
 #include "train/adamw.h"
+#include "train/table_shards.h"
 
 #include "model/transformer.h"
 
@@ -53,8 +54,10 @@ class MemoryInjector : public ResidualInjector {
  public:
   // Builds layout (registry), zero table, and the dense parameters from RngStream(seed, "memory.init"),
   // independent of the backbone's streams. cfg must be enabled and validated. vocab: Engram-faithful only.
+  // shard_link (train.table_sharding: rows, more than one rank): this process holds only its rows of the table
+  // (train/table_shards.h); prepare(), evaluation and save() are then collective over the link's ranks.
   MemoryInjector(const MemoryConfig& cfg, int64_t d_model, int64_t layers, uint64_t seed,
-                 const CompressedVocab* vocab = nullptr, double norm_eps = 1e-6);
+                 const CompressedVocab* vocab = nullptr, double norm_eps = 1e-6, PeerLink* shard_link = nullptr);
 
   // ---- Per micro-batch. window_starts[b] is the position in the token store of window b ([T+1] tokens);
   // the memory reads positions start .. start+T-1 (the inputs), N = B*T rows, window-major.
@@ -116,8 +119,15 @@ class MemoryInjector : public ResidualInjector {
   std::span<const float> memory_vector() const { return {e_ptr(), static_cast<size_t>(N_ * C_)}; }
 
   // Group: table (sub-group "table"), dense parameter values ("dense/<name>"), attributes gate and layers.
-  void save(const h5::Group& g) const;
+  // A sharded table: rank 0 calls save (it receives the other ranks' rows), the other ranks send_shard at the
+  // same time; every rank calls load (each reads its own rows).
+  void save(const h5::Group& g);
+  void send_shard();
   void load(const h5::Group& g);
+  // The table's row exchange (null unless sharded) and its traffic since the last reset.
+  TableShards* shards() { return shards_.get(); }
+  ExchangeStats& shard_exchange() { return shard_x_; }
+  const ExchangeStats& shard_exchange() const { return shard_x_; }
 
  private:
   template <class Tok>
@@ -128,6 +138,7 @@ class MemoryInjector : public ResidualInjector {
                     std::span<const int64_t> window_starts, int64_t T, bool prepared);
   int64_t layer_slot(int64_t layer) const;
   void project();  // e = W_V u (and k = W_K u) for the N_ rows of u_
+  void gather_sharded();  // u_ from rows fetched from their owners
   void finish_backward();
   bool projected() const { return !table_->layout().sums_heads(); }
   bool context() const { return cfg_.gate != "scalar"; }
@@ -165,6 +176,13 @@ class MemoryInjector : public ResidualInjector {
   std::unique_ptr<StepCollisionCounter> collisions_;  // null without memory.collision_stats
   std::vector<uint64_t> keys_;
   Addresses obs_addr_;  // observe_collisions_of
+  // Sharded tables: the rows a micro-batch reads (sorted, unique), fetched from their owners, and the addresses
+  // into them.
+  std::unique_ptr<TableShards> shards_;
+  ExchangeStats shard_x_;
+  std::vector<int64_t> wanted_;
+  std::vector<float> fetched_;
+  Addresses local_addr_;
 };
 
 }  // namespace pg

@@ -17,20 +17,22 @@ LrSchedule schedule_of(const TrainConfig& tc) {
 bool same_results(ExperimentConfig a, ExperimentConfig b) {
   a.train.threads = b.train.threads = 0;
   a.train.out_dir = b.train.out_dir = "";
+  a.train.table_sharding = b.train.table_sharding;  // the same bits either way
   a.memory.collision_stats = b.memory.collision_stats;
   a.memory.collision_owners = b.memory.collision_owners;
   return cfg::equal(a, b);
 }
 
 std::unique_ptr<MemoryInjector> attach_memory(const ExperimentConfig& cfg, Transformer& model,
-                                              const data::Tokenizer* tokenizer) {
+                                              const data::Tokenizer* tokenizer, PeerLink* shard_link) {
   if (cfg.memory.layout == "none") {
     model.set_injector(nullptr);
     return nullptr;
   }
   const auto vocab = engram_vocab(cfg.memory, tokenizer ? tokenizer->pieces() : std::vector<std::string>{});
   auto mem = std::make_unique<MemoryInjector>(cfg.memory, cfg.model.d_model, cfg.model.layers,
-                                              static_cast<uint64_t>(cfg.train.seed), vocab.get(), cfg.model.norm_eps);
+                                              static_cast<uint64_t>(cfg.train.seed), vocab.get(), cfg.model.norm_eps,
+                                              cfg.train.table_sharding == "rows" ? shard_link : nullptr);
   mem->set_schedule(schedule_of(cfg.train));  // also when rows are only read: the table replays its decay
   model.set_injector(mem.get());
   return mem;
@@ -88,7 +90,7 @@ Session::Session(const ExperimentConfig& cfg, const SessionOptions& opt)
   model_->init(static_cast<uint64_t>(cfg.train.seed));
   model_->set_precision(cfg.train.bf16() ? gemm::Precision::bf16 : gemm::Precision::fp32);
   model_->set_autocast(cfg.train.autocast());
-  mem_ = attach_memory(cfg, *model_, opt.tokenizer);
+  mem_ = attach_memory(cfg, *model_, opt.tokenizer, link_);
   if (opt.optimizer) {
     std::vector<ParamView> views = backbone_views(*model_);
     if (mem_)
@@ -197,7 +199,8 @@ void Session::reduce_across_ranks(const data::TokenStore& store, bool observe) {
   }
   tree_allreduce(*link_, model_->grads(), scratch_, &xstats_);
   if (mem_ && !mem_->dense_grads().empty()) tree_allreduce(*link_, mem_->dense_grads(), scratch_, &xstats_);
-  if (mem_) tree_allreduce(*link_, mem_->table().pending_grad(), recv_, merged_, bytes_, &xstats_);
+  if (mem_ && mem_->shards()) mem_->shards()->reduce_gradient(mem_->table().pending_grad(), &xstats_);
+  else if (mem_) tree_allreduce(*link_, mem_->table().pending_grad(), recv_, merged_, bytes_, &xstats_);
   tree_allreduce(*link_, node_loss_, &xstats_);
   // Collision statistics observe every micro-batch of the step in order (only their addresses are needed).
   if (observe)
@@ -219,6 +222,11 @@ void Session::update_backbone(int64_t t, StepStats& out) {
 void Session::update_memory(int64_t t, bool observe, bool report_collisions, StepStats& out) {
   const int R = ranks(), r = rank();
   out.memory = mem_->stats();  // before the update: rows touched this step
+  if (mem_->shards()) {  // each rank holds the gradient of its own rows
+    double touched = static_cast<double>(out.memory.touched_rows);
+    mem_->shards()->sum(touched, &xstats_);
+    out.memory.touched_rows = static_cast<int64_t>(touched);
+  }
   if (R > 1 && !out.memory.mean_alpha.empty() && (r == 0 || r == R - 1)) {
     // The mean gate of the step's last micro-batch, which rank R-1 computed: to rank 0, which logs it.
     std::vector<double> theirs(out.memory.mean_alpha.size());
@@ -250,10 +258,28 @@ double Session::evaluate(const data::ValidationWindows& val, int64_t n, const da
   return l;
 }
 
-void Session::save(const std::string& path) const {
+void Session::save(const std::string& path) {
+  if (table_sharded() && rank() != 0) {
+    mem_->send_shard();
+    return;
+  }
   SectionWriter save_mem;
   if (mem_) save_mem = [&](const h5::Group& g) { mem_->save(g); };
   save_checkpoint(path, cfg_, *model_, adamw_.get(), st_, save_mem);
+}
+
+ExchangeStats Session::exchange_stats() const {
+  ExchangeStats x = xstats_;
+  if (mem_) {
+    const ExchangeStats& f = mem_->shard_exchange();
+    x.seconds += f.seconds, x.bytes_sent += f.bytes_sent, x.messages += f.messages;
+  }
+  return x;
+}
+
+void Session::reset_exchange_stats() {
+  xstats_ = {};
+  if (mem_) mem_->shard_exchange() = {};
 }
 
 void Session::load(const std::string& path) {

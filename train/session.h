@@ -78,7 +78,11 @@ class Session {
                   const std::function<void(int64_t, int64_t)>& progress = {});
 
   // Checkpoint (train/checkpoint.h): parameters, AdamW moments (when held), the table and its optimizer, state().
-  void save(const std::string& path) const;
+  // Rank 0 writes the file. With the table sharded by rows every rank must call save (the others send rank 0 their
+  // rows); otherwise only the rank that writes calls it.
+  void save(const std::string& path);
+  // The table is sharded by rows over the ranks (train.table_sharding: rows, more than one rank).
+  bool table_sharded() const { return mem_ && mem_->shards(); }
   // Loads a checkpoint written for this config's shapes (the caller checks same_results() when it matters);
   // moments only when this session holds an optimizer. Sets state().
   void load(const std::string& path);
@@ -97,9 +101,10 @@ class Session {
   // Data-parallel ranks (1 without a link) and this session's rank.
   int ranks() const { return link_ ? link_->size() : 1; }
   int rank() const { return link_ ? link_->rank() : 0; }
-  // Time and bytes of the gradient exchanges since the last reset (zeros for one rank).
-  const ExchangeStats& exchange_stats() const { return xstats_; }
-  void reset_exchange_stats() { xstats_ = {}; }
+  // Time and bytes of the gradient exchanges (and of a sharded table's row fetches) since the last reset (zeros
+  // for one rank).
+  ExchangeStats exchange_stats() const;
+  void reset_exchange_stats();
   // Benchmarks: a synchronizing 8-byte exchange before each step's gradient exchange, timed apart as
   // ExchangeStats::wait_seconds, so the rest measures the transfer and additions, not the ranks' imbalance.
   void set_measure_exchange(bool on) { measure_exchange_ = on; }
@@ -149,8 +154,10 @@ void check_ranks(const ExperimentConfig& cfg, int ranks);
 
 // Builds the memory injector of cfg (nullptr for layout "none"), attaches it to the model and gives it the
 // run's schedule. The tokenizer is needed for Engram-faithful hashing and may be null otherwise.
+// shard_link: the ranks a table sharded by rows is spread over (train.table_sharding: rows; else ignored).
 std::unique_ptr<MemoryInjector> attach_memory(const ExperimentConfig& cfg, Transformer& model,
-                                              const data::Tokenizer* tokenizer = nullptr);
+                                              const data::Tokenizer* tokenizer = nullptr,
+                                              PeerLink* shard_link = nullptr);
 
 // Session::evaluate for a model and memory held elsewhere (the memory already set on the model).
 double evaluate(Transformer& model, const data::ValidationWindows& val, int64_t n, const data::TokenStore& heldout,

@@ -214,7 +214,7 @@ TrainSummary train(const ExperimentConfig& cfg, const data::DataSet& ds, const T
   const bool root = rank == 0;
   const bool write_files = opt.write_files && root;  // rank 0 writes the run directory, the others nothing
   if (write_files) check_run_dir(cfg, opt.resume, opt.force);  // before any work: what the directory may hold
-  check_fits_in_memory(cfg, tc.out_dir);  // refused before allocating, not by the kernel's OOM killer
+  check_fits_in_memory(cfg, tc.out_dir, ranks);  // refused before allocating, not by the kernel's OOM killer
   Session session(cfg, {.optimizer = true, .tokenizer = ds.tokenizer.get(), .link = opt.link});
   session.set_measure_exchange(opt.measure_exchange);
   MemoryInjector* mem = session.memory();
@@ -318,11 +318,11 @@ TrainSummary train(const ExperimentConfig& cfg, const data::DataSet& ds, const T
     if (last || (tc.eval_interval > 0 && st.step % tc.eval_interval == 0)) sum.final_eval = run_eval(st.step);
     const bool stop = last || (opt.stop_after >= 0 && steps_this_call == opt.stop_after);
     const bool checkpoint =
-        write_files && (stop || (tc.checkpoint_interval > 0 && st.step % tc.checkpoint_interval == 0));
+        opt.write_files && (stop || (tc.checkpoint_interval > 0 && st.step % tc.checkpoint_interval == 0));
     // The log is flushed before a checkpoint, so it always holds every step the checkpoint has (a kill between
     // the two leaves extra rows, which a resume truncates); "finished" is written only after the final checkpoint.
     if (write_files && (checkpoint || st.step % tc.log_interval == 0)) log.flush();
-    if (checkpoint) {
+    if (checkpoint && (root || session.table_sharded())) {  // a sharded table: every rank sends rank 0 its rows
       if (!session.finite()) throw diverged("non-finite parameters or optimizer state after the update");
       session.save(ckpt);
     }

@@ -3,7 +3,8 @@
 # configs/tiny.yaml on the fixture corpus, 8 steps, for memory.layout none, flat, engram and pagegram, trained by
 # one plain process and by `mpirun -np 2` and `-np 4` (--oversubscribe: 2 cores here); checkpoint.h5 and log.h5
 # must be identical (tools/compare_runs.py: every dataset byte for byte; timing columns, thread and rank
-# attributes aside). Then: a run stopped after 3 steps with 2 ranks and resumed with 1 (and one stopped with 1
+# attributes aside); the same with the table sharded by rows (train.table_sharding=rows) for flat, engram and
+# pagegram at 2 and 4 ranks. Then: a run stopped after 3 steps with 2 ranks and resumed with 1 (and one stopped with 1
 # and resumed with 4) equals the unbroken run; 3 ranks are refused with one line; an error on one rank only
 # (its corpus is missing) ends every rank instead of leaving the others waiting.
 # Usage: tests/mpi/mpi_train.sh [PAGEGRAM_BINARY] [MPIRUN]
@@ -61,6 +62,14 @@ grep -q '2 ranks x 2 micro-batches' "$WORK/pagegram-2.out" || fail "no rank line
 [ "$(grep -c '^run ' "$WORK/pagegram-4.out")" = 1 ] || fail "the summary should come from rank 0 only"
 [ "$(grep -c '\[data\] dataset:' "$WORK/pagegram-4.out")" = 1 ] || fail "the dataset line should come from rank 0 only"
 
+say "tables sharded by rows (train.table_sharding=rows): the same bits as one process"
+for layout in flat engram pagegram; do
+  for np in 2 4; do
+    train "$layout-rows$np" "$np" --set "memory.layout=$layout" --set train.table_sharding=rows
+    same "$layout-1" "$layout-rows$np"
+  done
+done
+
 say "resume with another rank count"
 # (Collision reading (b) counts owners from the step a process started at: off here, as docs/robustness.md "Kill at any instant" says.)
 NO_OWNERS=(--set memory.collision_owners=false)
@@ -73,6 +82,9 @@ train engram-unbroken 1 --set memory.layout=engram "${NO_OWNERS[@]}"
 train resume14 1 --set memory.layout=engram "${NO_OWNERS[@]}" --stop-after 5
 train resume14 4 --set memory.layout=engram "${NO_OWNERS[@]}" --resume
 same engram-unbroken resume14
+train rows24 2 --set memory.layout=engram "${NO_OWNERS[@]}" --set train.table_sharding=rows --stop-after 5
+train rows24 4 --set memory.layout=engram "${NO_OWNERS[@]}" --set train.table_sharding=rows --resume
+same engram-unbroken rows24
 
 say "3 ranks: refused with one line"
 set +e
@@ -97,4 +109,4 @@ set -e
 [ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "one bad rank: exit $rc (expected an error, not success or a hang)"
 grep -q 'error: .*\[rank 1 of 2; ending every rank\]$' "$WORK/onebad.out" || { cat "$WORK/onebad.out"; fail "no error line from rank 1"; }
 say "  exit $rc: $(grep -o 'error: .*' "$WORK/onebad.out" | head -n 1)"
-say "PASS: 1 process = 2 ranks = 4 ranks for none, flat, engram, pagegram; resume across rank counts; errors end every rank"
+say "PASS: 1 process = 2 ranks = 4 ranks for none, flat, engram, pagegram, replicated and sharded by rows; resume across rank counts; errors end every rank"

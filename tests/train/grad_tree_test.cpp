@@ -255,11 +255,12 @@ class SimulatedRanks : public ::testing::TestWithParam<std::string> {
  protected:
   static void SetUpTestSuite() {
     dir_ = testing::make_temp_dir("gradtree");
-    base_ = load_experiment(testing::kTinyConfig,
-                            testing::with_sets(testing::tiny_fixture_sets(dir_),
-                                               {"train.steps=6", "train.eval_interval=3", "train.eval_windows=8",
-                                                "train.checkpoint_interval=0", "train.log_interval=1",
-                                                "memory.target_params=100000", "train.threads=1"}));
+    base_ = load_experiment(
+        testing::kTinyConfig,
+        testing::with_sets(
+            testing::tiny_fixture_sets(dir_),
+            {"train.steps=6", "train.eval_interval=3", "train.eval_windows=8", "train.checkpoint_interval=0",
+             "train.log_interval=1", "memory.target_params=100000", "memory.weight_decay=0.05", "train.threads=1"}));
     data::tokenize(base_.data, base_.tokenizer);
   }
   static void TearDownTestSuite() { fs::remove_all(dir_); }
@@ -294,18 +295,12 @@ class SimulatedRanks : public ::testing::TestWithParam<std::string> {
     put("log/train/loss", l.root().sub("train").read<double>("loss"));
     put("log/train/grad_norm", l.root().sub("train").read<double>("grad_norm"));
     put("log/eval/loss", l.root().sub("eval").read<double>("loss"));
+    if (l.root().has("scalars") && l.root().sub("scalars").has("memory:touched_rows"))
+      put("log/memory/touched_rows", l.root().sub("scalars").sub("memory:touched_rows").read<double>("value"));
     return out;
   }
-  static inline fs::path dir_;
-  static inline ExperimentConfig base_;
-};
-
-TEST_P(SimulatedRanks, CheckpointsEqualTheSingleProcessRun) {
-  ExperimentConfig c = base_;
-  c.memory.layout = GetParam();
-  const auto run = [&](const std::string& name, int R) {
-    ExperimentConfig rc = c;
-    rc.train.out_dir = (dir_ / (GetParam() + "_" + name)).string();
+  // Trains rc with R ranks as threads (one process for R = 1); returns the run directory.
+  static std::string train_ranks(const ExperimentConfig& rc, int R, int64_t stop_after = -1, bool resume = false) {
     ThreadWorld world(R);
     std::vector<std::thread> th;
     for (int r = 0; r < R; ++r)
@@ -315,21 +310,71 @@ TEST_P(SimulatedRanks, CheckpointsEqualTheSingleProcessRun) {
         TrainOptions opt;
         opt.progress = false;
         opt.link = R > 1 ? &link : nullptr;
+        opt.stop_after = stop_after;
+        opt.resume = resume;
         train(rc, ds, opt);
       });
     for (auto& t : th) t.join();
     return rc.train.out_dir;
+  }
+  static inline fs::path dir_;
+  static inline ExperimentConfig base_;
+};
+
+// Both ways of holding the table over ranks (train.table_sharding): replicated, and rows (each rank holds 1/R of the
+// rows and fetches the others from their owners) give one process's checkpoint and log, bit for bit.
+TEST_P(SimulatedRanks, CheckpointsEqualTheSingleProcessRun) {
+  ExperimentConfig c = base_;
+  c.memory.layout = GetParam();
+  const auto run = [&](const std::string& name, int R, const std::string& sharding = "replicated") {
+    ExperimentConfig rc = c;
+    rc.train.table_sharding = sharding;
+    rc.train.out_dir = (dir_ / (GetParam() + "_" + name)).string();
+    return train_ranks(rc, R);
   };
   const auto one = datasets(run("r1", 1));
   ASSERT_GT(one.size(), 10u);
-  for (int R : {2, 4}) {
-    const auto got = datasets(run("r" + std::to_string(R), R));
-    ASSERT_EQ(got.size(), one.size());
-    for (const auto& [k, v] : one) EXPECT_TRUE(got.count(k) && got.at(k) == v) << GetParam() << " R=" << R << ": " << k;
+  for (const std::string sharding : {"replicated", "rows"})
+    for (int R : {2, 4}) {
+      if (sharding == "rows" && GetParam() == "none") continue;
+      const auto got = datasets(run("r" + std::to_string(R) + sharding, R, sharding));
+      ASSERT_EQ(got.size(), one.size());
+      for (const auto& [k, v] : one)
+        EXPECT_TRUE(got.count(k) && got.at(k) == v) << GetParam() << " R=" << R << " " << sharding << ": " << k;
+    }
+}
+
+// A sharded run stopped after 3 steps resumes with another rank count, sharded or not, and ends where the unbroken
+// one-process run ends: the checkpoint of a sharded table is the same file whoever wrote it.
+class ShardedRanks : public SimulatedRanks {};
+TEST_P(ShardedRanks, CheckpointsResumeWithAnotherRankCount) {
+  ExperimentConfig c = base_;
+  c.memory.layout = GetParam();
+  c.memory.collision_owners = false;  // owner counts start where a process starts (docs/robustness.md)
+  const auto run = [&](const std::string& dir, int R, const std::string& sharding, int64_t stop_after, bool resume) {
+    ExperimentConfig rc = c;
+    rc.train.table_sharding = sharding;
+    rc.train.out_dir = (dir_ / (GetParam() + "_resume_" + dir)).string();
+    return train_ranks(rc, R, stop_after, resume);
+  };
+  const auto unbroken = datasets(run("unbroken", 1, "replicated", -1, false));
+  run("2to4", 2, "rows", 3, false);
+  const auto a = datasets(run("2to4", 4, "rows", -1, true));
+  run("4to1", 4, "rows", 3, false);
+  const auto b = datasets(run("4to1", 1, "replicated", -1, true));
+  for (const auto& [k, v] : unbroken) {
+    EXPECT_TRUE(a.count(k) && a.at(k) == v) << GetParam() << " rows 2 -> rows 4: " << k;
+    EXPECT_TRUE(b.count(k) && b.at(k) == v) << GetParam() << " rows 4 -> 1 process: " << k;
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, SimulatedRanks, ::testing::ValuesIn(memory_layout_choices()));
+INSTANTIATE_TEST_SUITE_P(Layouts, ShardedRanks, ::testing::ValuesIn([] {
+                           std::vector<std::string> v;
+                           for (const std::string& l : memory_layout_choices())
+                             if (l != "none") v.push_back(l);
+                           return v;
+                         }()));
 
 }  // namespace
 }  // namespace pg
