@@ -40,6 +40,14 @@ std::string phase_shares(const MemoryPhaseTimes& m, double seconds) {
                 pct(m.table_update));
   return buf;
 }
+// "table sharded by rows; peak RSS per rank 812 / 790 MiB": how the ranks held the table and what each held at most.
+std::string ranks_memory(const TrainSummary& s) {
+  std::string rss;
+  for (const int64_t kb : s.rank_peak_rss_kb)
+    rss += str(rss.empty() ? "" : " / ", fmt_fixed(static_cast<double>(kb) / 1024.0, 0));
+  return str("table ", s.table_sharding == "rows" ? "sharded by rows" : "replicated", "; peak RSS per rank ", rss,
+             " MiB");
+}
 }  // namespace
 
 namespace {
@@ -75,7 +83,9 @@ void register_train(CLI::App& app, const std::string& command_line) {
     TrainSummary s = train(cfg, ds, opt);
     if (s.rank != 0) return;  // rank 0 reports
     std::printf("run         %s\n", s.out_dir.c_str());
-    if (s.ranks > 1) std::printf("ranks       %d (data-parallel, %s)\n", s.ranks, dist::mpi_description().c_str());
+    if (s.ranks > 1)
+      std::printf("ranks       %d (data-parallel, %s), %s\n", s.ranks, dist::mpi_description().c_str(),
+                  ranks_memory(s).c_str());
     std::printf("steps       %ld..%ld of %ld (%.2fM tokens seen)\n", long(s.start_step),
                 long(s.start_step + s.steps_done), long(s.total_steps), s.tokens / 1e6);
     if (s.start_step == 0) std::printf("held-out    start %.4f nats\n", s.first_eval);
@@ -182,6 +192,7 @@ void register_bench_train(CLI::App* bench) {
           "the slower rank): %.3f MB sent per step per rank in %.1f messages\n",
           100.0 * xfer / s.train_seconds, 1e3 * xfer / n, 1e3 * x.wait_seconds / n,
           static_cast<double>(x.bytes_sent) / 1e6 / n, static_cast<double>(x.messages) / n);
+      std::printf("ranks %d, %s\n", s.ranks, ranks_memory(s).c_str());
     }
     const kern::PeakResult peak = kern::measure_peak();
     std::printf("kernels %s on %s\n", kern::run_kernels_name(cfg.train.bf16()).c_str(), isa::cpu_description().c_str());

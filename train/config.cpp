@@ -78,15 +78,22 @@ int64_t estimate_training_bytes(const ExperimentConfig& cfg, std::string* what, 
   return static_cast<int64_t>(total);
 }
 
-void check_fits_in_memory(const ExperimentConfig& cfg, const std::string& where, int ranks) {
+void check_fits_in_memory(const ExperimentConfig& cfg, const std::string& where, int ranks, int ranks_on_node) {
   std::string what;
-  const int64_t need = estimate_training_bytes(cfg, &what, ranks);
+  const int64_t per_rank = estimate_training_bytes(cfg, &what, ranks);
+  const int local = std::max(1, ranks_on_node);
+  const int64_t need = per_rank * local;
   const int64_t have = available_memory_bytes();
-  if (have > 0 && need > have)
-    throw ConfigError(str(where, ": this run needs about ", gib(static_cast<double>(need)), " GiB (", what, ") but ",
-                          gib(static_cast<double>(have)),
-                          " GiB are available (hint: lower train.micro_batch, model.vocab/d_model/layers or "
-                          "memory.target_params)"));
+  if (have > 0 && need > have) {
+    const bool shardable = local > 1 && cfg.train.table_sharding != "rows" && cfg.memory.layout != "none";
+    throw ConfigError(str(where, ": this run needs about ", gib(static_cast<double>(need)), " GiB",
+                          local > 1 ? str(" (", local, " ranks on this node x ", gib(static_cast<double>(per_rank)),
+                                          " GiB each: ", what, ")")
+                                    : str(" (", what, ")"),
+                          " but ", gib(static_cast<double>(have)), " GiB are available (hint: ",
+                          shardable ? "train.table_sharding=rows gives each rank 1/R of the table; or " : "",
+                          "lower train.micro_batch, model.vocab/d_model/layers or memory.target_params)"));
+  }
 }
 
 ExperimentConfig load_experiment(const std::string& path, const std::vector<std::string>& overrides) {

@@ -105,8 +105,9 @@ struct ExperimentConfig {
 // row-wise optimizer state and step buffers (approximate). `what` gets a one-line breakdown.
 // One rank's share with `ranks` data-parallel ranks (the table's with train.table_sharding: rows).
 int64_t estimate_training_bytes(const ExperimentConfig& cfg, std::string* what = nullptr, int ranks = 1);
-// Throws ConfigError when the estimate exceeds the memory available now (hint: what to shrink).
-void check_fits_in_memory(const ExperimentConfig& cfg, const std::string& where, int ranks = 1);
+// Throws ConfigError when the estimate for the ranks on this node exceeds the memory available now (hint: what
+// to shrink, or to shard the table).
+void check_fits_in_memory(const ExperimentConfig& cfg, const std::string& where, int ranks = 1, int ranks_on_node = 1);
 
 ExperimentConfig load_experiment(const std::string& path, const std::vector<std::string>& overrides = {});
 // Parses a resolved YAML text (as stored in checkpoints and logs).

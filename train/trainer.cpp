@@ -21,6 +21,7 @@
 #include "core/threads.h"
 #include "core/timer.h"
 #include "train/checkpoint.h"
+#include "train/dist.h"
 #include "train/run_dir.h"
 #include "train/run_log.h"
 #include "train/session.h"
@@ -214,7 +215,9 @@ TrainSummary train(const ExperimentConfig& cfg, const data::DataSet& ds, const T
   const bool root = rank == 0;
   const bool write_files = opt.write_files && root;  // rank 0 writes the run directory, the others nothing
   if (write_files) check_run_dir(cfg, opt.resume, opt.force);  // before any work: what the directory may hold
-  check_fits_in_memory(cfg, tc.out_dir, ranks);  // refused before allocating, not by the kernel's OOM killer
+  check_fits_in_memory(cfg, tc.out_dir, ranks,
+                       opt.link && dist::world().mpi ? dist::world().local_size
+                                                     : 1);  // refused before allocating, not by the kernel's OOM killer
   Session session(cfg, {.optimizer = true, .tokenizer = ds.tokenizer.get(), .link = opt.link});
   session.set_measure_exchange(opt.measure_exchange);
   MemoryInjector* mem = session.memory();
@@ -341,7 +344,15 @@ TrainSummary train(const ExperimentConfig& cfg, const data::DataSet& ds, const T
   sum.final_train_loss = last_loss;
   sum.train_seconds = train_seconds;
   sum.ranks = ranks, sum.rank = rank;
+  sum.table_sharding = cfg.train.table_sharding;
   add_session_facts(sum, session);
+  if (opt.link && ranks > 1) {  // every rank's peak RSS to rank 0 (what sharding saves is per rank)
+    sum.rank_peak_rss_kb.assign(static_cast<size_t>(ranks), 0);
+    sum.rank_peak_rss_kb[static_cast<size_t>(rank)] = sum.peak_rss_kb;
+    for (int q = 1; q < ranks; ++q)
+      if (root) opt.link->sendrecv(q, {}, bytes_of(&sum.rank_peak_rss_kb[static_cast<size_t>(q)], 1));
+      else if (rank == q) opt.link->sendrecv(0, bytes_of(&sum.peak_rss_kb, 1), {});
+  }
   if (write_files) {
     log_summary(log, sum, cfg, mem != nullptr);
     log.flush();

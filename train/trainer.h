@@ -40,6 +40,8 @@ struct TrainSummary {
   MemoryPhaseTimes memory_times;  // the memory's share of train_seconds, by phase (no memory: zeros)
   double final_train_loss = 0.0;
   int64_t peak_rss_kb = 0;
+  std::vector<int64_t> rank_peak_rss_kb;  // every rank's peak RSS, on rank 0 (ranks > 1)
+  std::string table_sharding;  // train.table_sharding of the run
   int64_t collision_owner_bytes = 0;  // memory held for Foreign reading (b) (memory.collision_owners)
   int ranks = 1, rank = 0;  // data-parallel ranks and this process's rank
   ExchangeStats exchange;  // gradient exchanges of the timed steps (ranks > 1)

@@ -5,7 +5,8 @@
 # `srun --mpi=pmix pagegram train` of configs/tiny.yaml (pagegram layout, fixture corpus): 2 MPI ranks wired by
 # Slurm's PMIx plugin, as on a multi-node cluster (one task per node there). Its checkpoint.h5 and log.h5 must
 # equal a 1-process run's bit for bit (tools/compare_runs.py). Then the same with `mpirun` inside an sbatch
-# allocation of 2 tasks (Open MPI reads the allocation from Slurm). The daemons are stopped on exit.
+# allocation of 2 tasks (Open MPI reads the allocation from Slurm), and with `srun` and the memory table sharded by
+# rows over the 2 ranks (train.table_sharding=rows). The daemons are stopped on exit.
 # Usage: tests/slurm/slurm_mpi.sh [PAGEGRAM_BINARY]   (default: build/pagegram of this checkout)
 # PG_SLURM_KEEP=1 keeps the temp dir (it is always kept, and named, when the test fails).
 set -euo pipefail
@@ -65,12 +66,24 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 mpirun -np \$SLURM_NTASKS $ARGS --set train.out_dir=$R/mpirun2
 JOB
 
+cat >"$WORK/srunrows_job.sh" <<JOB
+#!/usr/bin/env bash
+#SBATCH --job-name=pg_srun_rows
+#SBATCH --ntasks=2
+#SBATCH --cpus-per-task=1
+#SBATCH --time=00:10:00
+#SBATCH --output=$WORK/srunrows_job.out
+set -e
+echo "allocation: \$SLURM_NTASKS tasks on \$SLURM_JOB_NODELIST"
+srun --mpi=pmix --ntasks=2 --cpus-per-task=1 $ARGS --set train.table_sharding=rows --set train.out_dir=$R/srunrows2
+JOB
+
 compare() {  # NAME
   local out
   out=$(/usr/bin/python3 "$SRC/tools/compare_runs.py" "$R/single" "$R/$1" 2>&1) || { echo "$out"; fail "$1 differs from the 1-process run"; }
   say "single = $1: $(echo "$out" | tr '\n' ' ')"
 }
-for job in srun mpirun; do
+for job in srun mpirun srunrows; do
   say "sbatch --wait -n 2: $job"
   if ! timeout 600 sbatch --wait "$WORK/${job}_job.sh" >"$WORK/${job}_sbatch.out" 2>&1; then
     cat "$WORK/${job}_sbatch.out" "$WORK/${job}_job.out" 2>/dev/null | tail -n 30
@@ -80,4 +93,4 @@ for job in srun mpirun; do
   sed -n '/^train tiny/p;/^ranks /p;/^throughput/p' "$WORK/${job}_job.out" | sed 's/^/    /'
   compare "${job}2"
 done
-say "PASS: srun --mpi=pmix and mpirun in an sbatch allocation of 2 tasks = 1 process, bit for bit"
+say "PASS: srun --mpi=pmix (replicated and with the table sharded by rows) and mpirun in an sbatch allocation of 2 tasks = 1 process, bit for bit"
