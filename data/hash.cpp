@@ -37,31 +37,8 @@ inline uint64_t merge(uint64_t acc, uint64_t v) {
   return acc * P1 + P4;
 }
 
-}  // namespace
-
-uint64_t xxh64_bytes(const void* data, size_t n, uint64_t seed) {
-  const uint8_t* p = static_cast<const uint8_t*>(data);
-  const uint8_t* const end = p + n;
-  uint64_t h;
-  if (n >= 32) {
-    uint64_t v1 = seed + P1 + P2, v2 = seed + P2, v3 = seed, v4 = seed - P1;
-    const uint8_t* const limit = end - 32;
-    do {
-      v1 = round(v1, read64(p));
-      v2 = round(v2, read64(p + 8));
-      v3 = round(v3, read64(p + 16));
-      v4 = round(v4, read64(p + 24));
-      p += 32;
-    } while (p <= limit);
-    h = rotl(v1, 1) + rotl(v2, 7) + rotl(v3, 12) + rotl(v4, 18);
-    h = merge(h, v1);
-    h = merge(h, v2);
-    h = merge(h, v3);
-    h = merge(h, v4);
-  } else {
-    h = seed + P5;
-  }
-  h += static_cast<uint64_t>(n);
+// The tail of XXH64 after the 32-byte stripes: the bytes [p, end) that are left, then the avalanche.
+uint64_t finish(uint64_t h, const uint8_t* p, const uint8_t* end) {
   while (p + 8 <= end) {
     h ^= round(0, read64(p));
     h = rotl(h, 27) * P1 + P4;
@@ -83,6 +60,60 @@ uint64_t xxh64_bytes(const void* data, size_t n, uint64_t seed) {
   h *= P3;
   h ^= h >> 32;
   return h;
+}
+uint64_t converge(const uint64_t* v) {
+  uint64_t h = rotl(v[0], 1) + rotl(v[1], 7) + rotl(v[2], 12) + rotl(v[3], 18);
+  for (int i = 0; i < 4; ++i) h = merge(h, v[i]);
+  return h;
+}
+
+}  // namespace
+
+Xxh64Stream::Xxh64Stream(uint64_t seed) : seed_(seed), v_{seed + P1 + P2, seed + P2, seed, seed - P1} {}
+
+void Xxh64Stream::update(const void* data, size_t n) {
+  const uint8_t* p = static_cast<const uint8_t*>(data);
+  total_ += n;
+  if (buffered_ + n < 32) {
+    if (n) std::memcpy(buf_ + buffered_, p, n);
+    buffered_ += n;
+    return;
+  }
+  if (buffered_ > 0) {  // complete the buffered stripe
+    const size_t take = 32 - buffered_;
+    std::memcpy(buf_ + buffered_, p, take);
+    for (int i = 0; i < 4; ++i) v_[i] = round(v_[i], read64(buf_ + 8 * i));
+    p += take, n -= take, buffered_ = 0;
+  }
+  for (; n >= 32; p += 32, n -= 32)
+    for (int i = 0; i < 4; ++i) v_[i] = round(v_[i], read64(p + 8 * i));
+  if (n) std::memcpy(buf_, p, n);
+  buffered_ = n;
+}
+
+uint64_t Xxh64Stream::digest() const {
+  uint64_t h = total_ >= 32 ? converge(v_) : seed_ + P5;
+  h += total_;
+  return finish(h, buf_, buf_ + buffered_);
+}
+
+uint64_t xxh64_bytes(const void* data, size_t n, uint64_t seed) {
+  const uint8_t* p = static_cast<const uint8_t*>(data);
+  const uint8_t* const end = p + n;
+  uint64_t h;
+  if (n >= 32) {
+    uint64_t v[4] = {seed + P1 + P2, seed + P2, seed, seed - P1};
+    const uint8_t* const limit = end - 32;
+    do {
+      for (int i = 0; i < 4; ++i) v[i] = round(v[i], read64(p + 8 * i));
+      p += 32;
+    } while (p <= limit);
+    h = converge(v);
+  } else {
+    h = seed + P5;
+  }
+  h += static_cast<uint64_t>(n);
+  return finish(h, p, end);
 }
 
 uint64_t hash_file(const std::string& path) {

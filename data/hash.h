@@ -19,6 +19,20 @@ requires std::same_as<S, std::string> || std::same_as<S, std::string_view> uint6
   return xxh64_bytes(s.data(), s.size(), seed);
 }
 
+// XXH64 of bytes handed over in pieces (a table streamed from a checkpoint): update() in any split, then digest()
+// equals xxh64_bytes of all the bytes in order.
+class Xxh64Stream {
+ public:
+  explicit Xxh64Stream(uint64_t seed = 0);
+  void update(const void* p, size_t n);
+  uint64_t digest() const;
+
+ private:
+  uint64_t seed_, v_[4], total_ = 0;
+  unsigned char buf_[32];
+  size_t buffered_ = 0;
+};
+
 // XXH64 of a whole file's bytes; throws IoError naming the file when it cannot be read.
 uint64_t hash_file(const std::string& path);
 

@@ -51,14 +51,19 @@ TableExportResult export_table(const TableExportOptions& o, const std::string& o
   std::unique_ptr<MemoryLayout> own;  // with a config, or the large table of a synthetic file
   const MemoryLayout* L = nullptr;
   if (!o.checkpoint.empty()) {
-    tm = load_trained_model(o.checkpoint, {.open_data = o.eval_windows > 0, .table_ready = true});
+    // A plain export streams the table from the checkpoint slab by slab (it never holds the whole table: a table
+    // trained sharded over ranks need not fit one process); the held-out comparison and a synthetic spread need it
+    // all.
+    const bool stream = o.eval_windows == 0 && o.synthetic_params <= 0;
+    tm =
+        load_trained_model(o.checkpoint, {.open_data = o.eval_windows > 0, .table_ready = true, .table_rows = !stream});
     if (!tm.mem())
       throw UserError(str("export: ", o.checkpoint, " was trained without a memory table (memory.layout none)"));
     cfg = tm.cfg();
     ds = std::move(tm.data);
     L = &tm.mem()->table().layout();
     w.info.push_back({"source", o.checkpoint});
-    w.info.push_back({"table_xxh64", table_fingerprint(tm.mem()->table())});
+    w.info.push_back({"table_xxh64", stream ? std::string(16, '0') : table_fingerprint(tm.mem()->table())});
     w.info.push_back({"step", std::to_string(tm.state().step)});
     w.info.push_back({"tokens", std::to_string(tm.state().tokens)});
     if (o.synthetic_params > 0) {
@@ -81,7 +86,21 @@ TableExportResult export_table(const TableExportOptions& o, const std::string& o
           w);
       L = own.get();
     } else {
-      r.header = export_table_file(out, *L, tm.mem()->table().values().data(), o.fill, 0, w);
+      const h5::File f = h5::File::open(o.checkpoint);
+      const h5::Group g = f.root().sub("memory").sub("table");
+      const MemoryTable& table = tm.mem()->table();
+      data::Xxh64Stream digest;  // the table_fingerprint of the materialized table, row by row
+      w.finish_info = [&](std::vector<std::pair<std::string, std::string>>& info) {
+        for (auto& [k, v] : info)
+          if (k == "table_xxh64") v = data::hex64(digest.digest());
+      };
+      r.header = write_table_file(
+          out, *L,
+          [&](int64_t r0, int64_t n, float* dst) {
+            table.read_saved_rows(g, r0, n, dst);
+            digest.update(dst, static_cast<size_t>(n * L->width()) * sizeof(float));
+          },
+          w);
     }
   } else {
     cfg = load_experiment(o.config, o.sets);

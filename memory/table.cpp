@@ -182,4 +182,22 @@ void MemoryTable::load(const h5::Group& g) {
   touched_last_ = 0;
 }
 
+void MemoryTable::read_saved_rows(const h5::Group& g, int64_t r0, int64_t n, float* out) const {
+  const int64_t rows = layout_->rows(), w = layout_->width();
+  PG_CHECK(r0 >= 0 && n >= 0 && r0 + n <= rows, "read_saved_rows [", r0, ", ", r0 + n, ") of ", rows, " rows");
+  const int64_t step = g.attr_int("completed_step");
+  if (step < 0 || step >= INT32_MAX)
+    throw IoError(str(g.file(), ":", g.path(), ": completed_step ", step, " is invalid (corrupt file?)"));
+  g.check_shape("table", {static_cast<uint64_t>(rows), static_cast<uint64_t>(w)});
+  g.read_slab<float>("table", static_cast<uint64_t>(r0), std::span<float>(out, static_cast<size_t>(n * w)));
+  for (int64_t i = 0; i < n * w; ++i)
+    if (!std::isfinite(out[i]))
+      throw IoError(str(g.file(), ":", g.path(), "/table: non-finite value at row ", r0 + i / w,
+                        " (hint: a diverged run or a corrupt file)"));
+  RowwiseRmsOptimizer slab(n, w, opt_.settings());  // these rows' v and last step, with the table's schedule
+  slab.set_schedule(opt_.schedule());
+  slab.load_slab(g.sub("optimizer"), r0, rows, step);
+  slab.catch_up_all(out, step);
+}
+
 }  // namespace pg

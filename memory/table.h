@@ -101,6 +101,11 @@ class MemoryTable {
   // file any number of shards (or one process) wrote.
   void save(const h5::Group& g, const OtherSlabs& others = {}) const;
   void load(const h5::Group& g);
+  // out [n, width]: rows [r0, r0 + n) of the table saved in g (as save() wrote it, by any number of shards), brought
+  // to the end of its completed step as materialize() brings them, without holding the rest: what export streams
+  // from a checkpoint whose table need not fit this process. The same layout, settings and schedule as this table's
+  // (it may hold no rows). IoError on a non-finite value or invalid optimizer state.
+  void read_saved_rows(const h5::Group& g, int64_t r0, int64_t n, float* out) const;
 
  private:
   std::unique_ptr<MemoryLayout> layout_;

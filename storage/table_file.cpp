@@ -201,6 +201,19 @@ TableFileHeader write_core(const std::string& path, const MemoryLayout& layout, 
   flush_until(static_cast<int64_t>(h.data_blocks));
   prog.finish();
 
+  if (opt.finish_info) {  // values known only now, in the space their placeholders reserved
+    std::vector<std::pair<std::string, std::string>> info = opt.info;
+    opt.finish_info(info);
+    PG_CHECK(info.size() == opt.info.size(), "finish_info changed the number of info lines");
+    for (size_t i = 0; i < info.size(); ++i)
+      PG_CHECK(info[i].first == opt.info[i].first && info[i].second.size() == opt.info[i].second.size(),
+               "finish_info changed info.", opt.info[i].first, " beyond its value");
+    kv = table_identity(layout, opt.quantization);
+    for (const auto& [k, v] : info) kv.push_back({"info." + k, v});
+    h.identity = identity_text(kv);
+    PG_CHECK(h.identity.size() == h.identity_bytes, "finish_info changed the identity's size");
+    h.identity_hash = data::xxh64(h.identity);
+  }
   // Identity and checksum table, then the header (last, so an interrupted write has no valid header).
   std::vector<uint8_t> id(ceil_blocks(h.identity_bytes) * kBlock, 0);
   std::memcpy(id.data(), h.identity.data(), h.identity.size());

@@ -84,6 +84,9 @@ struct TableWriteOptions {
   std::vector<std::pair<std::string, std::string>> info;  // extra "info.<key>" identity lines (not compared)
   bool progress = false;
   TableQuantization quantization = TableQuantization::kNf4;  // NF4 (version 1 file) or MXFP8 (version 2)
+  // Called after the rows were written, before the identity is: may change the values of `info` (a digest of the
+  // rows streamed), keeping every key and every value's length (the file's layout was fixed at the start).
+  std::function<void(std::vector<std::pair<std::string, std::string>>& info)> finish_info = nullptr;
 };
 
 // Writes the table file of `layout` with values from `rows` quantized as opt.quantization (storage/nf4.h or

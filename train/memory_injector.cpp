@@ -10,7 +10,7 @@
 namespace pg {
 
 MemoryInjector::MemoryInjector(const MemoryConfig& cfg, int64_t d_model, int64_t layers, uint64_t seed,
-                               const CompressedVocab* vocab, double norm_eps, PeerLink* shard_link)
+                               const CompressedVocab* vocab, double norm_eps, PeerLink* shard_link, bool hold_rows)
     : cfg_(cfg), C_(d_model), norm_eps_(norm_eps) {
   PG_CHECK(cfg.enabled(), "MemoryInjector for memory.layout = none");
   cfg.validate("memory injector", d_model, layers);
@@ -21,6 +21,7 @@ MemoryInjector::MemoryInjector(const MemoryConfig& cfg, int64_t d_model, int64_t
     shards_ = std::make_unique<TableShards>(*shard_link, layout->rows());
     shard = shard_of(layout->rows(), shard_link->size(), shard_link->rank());
   }
+  if (!hold_rows) shard = RowRange{0, 0};
   table_ =
       std::make_unique<MemoryTable>(std::move(layout), RowwiseRmsSettings{cfg.beta2, cfg.eps, cfg.weight_decay}, shard);
   D_ = table_->readout_width();

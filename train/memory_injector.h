@@ -56,8 +56,11 @@ class MemoryInjector : public ResidualInjector {
   // independent of the backbone's streams. cfg must be enabled and validated. vocab: Engram-faithful only.
   // shard_link (train.table_sharding: rows, more than one rank): this process holds only its rows of the table
   // (train/table_shards.h); prepare(), evaluation and save() are then collective over the link's ranks.
+  // hold_rows false: the table holds no rows (an empty shard: its layout, optimizer settings and schedule only), for
+  // a caller that streams the saved rows itself (export: MemoryTable::read_saved_rows).
   MemoryInjector(const MemoryConfig& cfg, int64_t d_model, int64_t layers, uint64_t seed,
-                 const CompressedVocab* vocab = nullptr, double norm_eps = 1e-6, PeerLink* shard_link = nullptr);
+                 const CompressedVocab* vocab = nullptr, double norm_eps = 1e-6, PeerLink* shard_link = nullptr,
+                 bool hold_rows = true);
 
   // ---- Per micro-batch. window_starts[b] is the position in the token store of window b ([T+1] tokens);
   // the memory reads positions start .. start+T-1 (the inputs), N = B*T rows, window-major.

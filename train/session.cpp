@@ -24,7 +24,7 @@ bool same_results(ExperimentConfig a, ExperimentConfig b) {
 }
 
 std::unique_ptr<MemoryInjector> attach_memory(const ExperimentConfig& cfg, Transformer& model,
-                                              const data::Tokenizer* tokenizer, PeerLink* shard_link) {
+                                              const data::Tokenizer* tokenizer, PeerLink* shard_link, bool hold_rows) {
   if (cfg.memory.layout == "none") {
     model.set_injector(nullptr);
     return nullptr;
@@ -32,7 +32,7 @@ std::unique_ptr<MemoryInjector> attach_memory(const ExperimentConfig& cfg, Trans
   const auto vocab = engram_vocab(cfg.memory, tokenizer ? tokenizer->pieces() : std::vector<std::string>{});
   auto mem = std::make_unique<MemoryInjector>(cfg.memory, cfg.model.d_model, cfg.model.layers,
                                               static_cast<uint64_t>(cfg.train.seed), vocab.get(), cfg.model.norm_eps,
-                                              cfg.train.table_sharding == "rows" ? shard_link : nullptr);
+                                              cfg.train.table_sharding == "rows" ? shard_link : nullptr, hold_rows);
   mem->set_schedule(schedule_of(cfg.train));  // also when rows are only read: the table replays its decay
   model.set_injector(mem.get());
   return mem;
@@ -90,7 +90,7 @@ Session::Session(const ExperimentConfig& cfg, const SessionOptions& opt)
   model_->init(static_cast<uint64_t>(cfg.train.seed));
   model_->set_precision(cfg.train.bf16() ? gemm::Precision::bf16 : gemm::Precision::fp32);
   model_->set_autocast(cfg.train.autocast());
-  mem_ = attach_memory(cfg, *model_, opt.tokenizer, link_);
+  mem_ = attach_memory(cfg, *model_, opt.tokenizer, link_, opt.table_rows);
   if (opt.optimizer) {
     std::vector<ParamView> views = backbone_views(*model_);
     if (mem_)

@@ -35,6 +35,9 @@ struct SessionOptions {
   // step's micro-batches and the ranks complete the gradient tree together (train/grad_tree.h). The number of
   // ranks must be a power of two dividing train.accum_steps() (ConfigError otherwise).
   PeerLink* link = nullptr;
+  // false: the memory table holds none of its rows (export streams them from the checkpoint; the session can then
+  // neither train nor evaluate with the table).
+  bool table_rows = true;
 };
 
 // What one optimizer step did.
@@ -157,7 +160,7 @@ void check_ranks(const ExperimentConfig& cfg, int ranks);
 // shard_link: the ranks a table sharded by rows is spread over (train.table_sharding: rows; else ignored).
 std::unique_ptr<MemoryInjector> attach_memory(const ExperimentConfig& cfg, Transformer& model,
                                               const data::Tokenizer* tokenizer = nullptr,
-                                              PeerLink* shard_link = nullptr);
+                                              PeerLink* shard_link = nullptr, bool hold_rows = true);
 
 // Session::evaluate for a model and memory held elsewhere (the memory already set on the model).
 double evaluate(Transformer& model, const data::ValidationWindows& val, int64_t n, const data::TokenStore& heldout,

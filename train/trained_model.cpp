@@ -10,9 +10,11 @@ TrainedModel load_trained_model(const std::string& checkpoint, const TrainedMode
     t.data = std::make_unique<data::DataSet>(data::open_dataset(cfg.data, cfg.tokenizer));
   t.session = std::make_unique<Session>(cfg, SessionOptions{.optimizer = false,
                                                             .tokenizer = t.data ? t.data->tokenizer.get() : nullptr,
-                                                            .micro_batch = opt.micro_batch});
+                                                            .micro_batch = opt.micro_batch,
+                                                            .table_rows = opt.table_rows});
   t.session->load(checkpoint);
-  if (t.mem() && opt.table_ready) t.mem()->table().materialize();  // replayed decay up to the last step
+  if (t.mem() && opt.table_ready && opt.table_rows)
+    t.mem()->table().materialize();  // replayed decay up to the last step
   return t;
 }
 

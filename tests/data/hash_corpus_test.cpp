@@ -36,6 +36,21 @@ TEST(Hash, SeedAndLengthMatter) {
   EXPECT_EQ(hex64(0xabcULL), "0000000000000abc");
 }
 
+// The streaming form gives the one-shot digest for every length and every way of cutting the bytes.
+TEST(Hash, StreamEqualsOneShotForAnySplit) {
+  std::string s;
+  for (int i = 0; i < 300; ++i) s += static_cast<char>((i * 131 + 7) % 251);
+  for (const uint64_t seed : {uint64_t{0}, uint64_t{12345}})
+    for (size_t n :
+         {size_t{0}, size_t{1}, size_t{5}, size_t{31}, size_t{32}, size_t{33}, size_t{64}, size_t{100}, size_t{300}})
+      for (size_t piece : {size_t{1}, size_t{3}, size_t{7}, size_t{31}, size_t{32}, size_t{33}, size_t{1000}}) {
+        Xxh64Stream h(seed);
+        for (size_t a = 0; a < n; a += piece) h.update(s.data() + a, std::min(piece, n - a));
+        EXPECT_EQ(h.digest(), xxh64_bytes(s.data(), n, seed)) << "n " << n << " piece " << piece << " seed " << seed;
+      }
+  EXPECT_EQ(Xxh64Stream().digest(), 0xEF46DB3751D8E999ULL);
+}
+
 std::vector<std::string> docs_of(std::string_view bytes) {
   std::vector<CorpusDocument> d;
   split_documents(bytes, 0, d);

@@ -188,6 +188,44 @@ TEST_F(EngineTest, AnMxfp8TableServesLikeNf4FromEverySource) {
   EXPECT_GT(diff, 0.0);  // another quantization: other values
 }
 
+// `export` streams a checkpoint's table slab by slab and never holds it whole (a table trained sharded over ranks need
+// not fit one process): the file is byte for byte the one written from the whole table loaded and materialized,
+// with the table's weight decay on, so every row's replayed decay is part of what is compared.
+TEST_F(EngineTest, ExportStreamsTheCheckpointsTableIntoTheFileOfTheWholeTable) {
+  ExperimentConfig c = load_experiment(
+      testing::kTinyConfig,
+      testing::with_sets(testing::tiny_fixture_sets(dir_),
+                         {"train.steps=5", "train.eval_interval=0", "train.eval_windows=8", "memory.layout=pagegram",
+                          "memory.weight_decay=0.05", "memory.lr_mult=50", "memory.target_params=200000",
+                          "train.out_dir=" + (dir_ / "decayed").string()}));
+  data::DataSet ds = data::open_dataset(c.data, c.tokenizer);
+  TrainOptions topt;
+  topt.progress = false;
+  train(c, ds, topt);
+  const std::string ck = (dir_ / "decayed" / "checkpoint.h5").string();
+  TrainedModel held = load_trained_model(ck, {.table_ready = true});
+  TrainedModel saved = load_trained_model(ck, {.table_ready = false});
+  const std::span<const float> v = held.mem()->table().values();
+  int64_t decayed = 0;
+  for (size_t i = 0; i < v.size(); ++i) decayed += v[i] != saved.mem()->table().values()[i];
+  ASSERT_GT(decayed, 0) << "no row's decay was replayed: the comparison would not test the catch-up";
+  TableWriteOptions o;
+  o.info = {{"source", ck},
+            {"table_xxh64", table_fingerprint(held.mem()->table())},
+            {"step", std::to_string(held.state().step)},
+            {"tokens", std::to_string(held.state().tokens)}};
+  const std::string whole = (dir_ / "decayed.whole.pgt").string(), streamed = (dir_ / "decayed.streamed.pgt").string();
+  export_table_file(whole, held.mem()->table().layout(), v.data(), "zero", 0, o);
+  TableExportOptions eo;
+  eo.checkpoint = ck;
+  export_table(eo, streamed);
+  EXPECT_EQ(read_file(streamed), read_file(whole));
+  // The session export holds has no rows of the table.
+  TrainedModel empty = load_trained_model(ck, {.table_rows = false});
+  EXPECT_EQ(empty.mem()->table().values().size(), 0u);
+  EXPECT_EQ(empty.mem()->table().layout().rows(), held.mem()->table().layout().rows());
+}
+
 // `export --synthetic-params`: the trained rows spread over a table 40x larger serve the same logits bit for bit
 // (the same NF4 rows), from mmap and O_DIRECT, while the reads land in the large file.
 TEST_F(EngineTest, ASyntheticLargeFileServesTheTrainedRows) {
