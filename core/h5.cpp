@@ -76,18 +76,31 @@ Handle::~Handle() {
   if (id_ >= 0 && closer_) closer_(id_);
 }
 
-File File::create(const std::string& path) {
+File File::create(const std::string& path, int64_t expected_bytes) {
   // The file is built in memory (HDF5 core driver, no backing store) and written out by close_checked with
   // checked POSIX writes: HDF5 itself never meets a failing disk (a failed HDF5 flush leaves the library in a
-  // state that crashes its exit handler).
+  // state that crashes its exit handler). A large file goes to disk as it is written (HDF5's sec2 driver), after
+  // the room for it was checked, so that a full disk is met before, not during, the write.
+  const bool streamed = expected_bytes >= kStreamedBytes;
+  if (streamed) {
+    std::filesystem::path dir = std::filesystem::path(path).parent_path();
+    if (dir.empty()) dir = ".";
+    std::error_code ec;
+    const std::filesystem::space_info sp = std::filesystem::space(dir, ec);
+    const uint64_t need = static_cast<uint64_t>(expected_bytes) + (uint64_t{64} << 20);
+    if (!ec && sp.available < need)
+      throw ResourceError(str("cannot write ", path, ": it needs about ", need >> 20, " MiB, ", dir.string(), " has ",
+                              sp.available >> 20, " MiB free (hint: free disk space or write elsewhere)"));
+  }
   Handle fapl(H5Pcreate(H5P_FILE_ACCESS), close_plist);
-  H5Pset_fapl_core(fapl.id(), 16 << 20, 0);
+  if (!streamed) H5Pset_fapl_core(fapl.id(), 16 << 20, 0);
   hid_t id = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.id());
   if (id < 0)
     throw IoError(str("cannot create HDF5 file ", path, " (hint: does the folder exist and is it writable?)"));
   File f;
   f.h_ = Handle(id, close_file);
   f.path_ = path;
+  f.streamed_ = streamed;
   return f;
 }
 File File::open(const std::string& path) {
@@ -110,6 +123,15 @@ void File::flush() const { H5Fflush(h_.id(), H5F_SCOPE_GLOBAL); }
 
 void File::close_checked() {
   const hid_t id = h_.release();
+  if (streamed_) {
+    errno = 0;
+    const bool flushed = H5Fflush(id, H5F_SCOPE_GLOBAL) >= 0;
+    const bool closed = H5Fclose(id) >= 0;
+    if (!flushed || !closed)
+      throw ResourceError(str("cannot write ", path_, ": ", errno ? std::strerror(errno) : "HDF5 error",
+                              " (hint: free disk space, check quotas and file size limits)"));
+    return;
+  }
   std::vector<char> image;
   bool ok = H5Fflush(id, H5F_SCOPE_GLOBAL) >= 0;
   if (ok) {

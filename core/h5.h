@@ -131,7 +131,12 @@ class Group {
 
 class File {
  public:
-  static File create(const std::string& path);  // truncates
+  // Truncates. The file is built in memory and written out by close_checked (HDF5 itself then never meets a failing
+  // disk), unless `expected_bytes` reaches kStreamedBytes: such a file (a checkpoint of a large table, which no
+  // process may have to hold twice) is written to disk as it is filled, after a check that the disk has room for
+  // expected_bytes (ResourceError naming the file, the bytes and the room otherwise).
+  static File create(const std::string& path, int64_t expected_bytes = 0);
+  static constexpr int64_t kStreamedBytes = int64_t{1} << 30;
   static File open(const std::string& path);  // read-only; IoError if missing or not HDF5
   Group root() const;
   void flush() const;
@@ -143,14 +148,16 @@ class File {
  private:
   Handle h_;
   std::string path_;
+  bool streamed_ = false;
 };
 
 // Writes an HDF5 file atomically: `fill` writes into a temp file next to `path`, which is then flushed,
 // closed (both checked), fsync'ed (file, then its directory after the rename) and renamed over `path`. A crash
 // never leaves a half-written file under `path`; on any error the temp file is removed, `path` keeps its
 // previous content and ResourceError (write failures) or the fill's own error propagates.
+// expected_bytes: see File::create.
 template <class F>
-void write_atomic(const std::string& path, F&& fill);
+void write_atomic(const std::string& path, F&& fill, int64_t expected_bytes = 0);
 // fsyncs tmp (checked), renames it over path and fsyncs the directory; removes tmp and throws ResourceError on error.
 void commit_atomic(const std::string& tmp, const std::string& path);
 std::string temp_name(const std::string& path);
@@ -159,10 +166,10 @@ void write_new_file(const std::string& path, const void* data, size_t n);
 void remove_quietly(const std::string& path);
 
 template <class F>
-void write_atomic(const std::string& path, F&& fill) {
+void write_atomic(const std::string& path, F&& fill, int64_t expected_bytes) {
   const std::string tmp = temp_name(path);
   try {
-    File f = File::create(tmp);
+    File f = File::create(tmp, expected_bytes);
     fill(f.root());
     f.close_checked();
   } catch (...) {

@@ -33,36 +33,39 @@ void check_finite(std::span<const float> v, const std::string& path, const std::
 }  // namespace
 
 void save_checkpoint(const std::string& path, const ExperimentConfig& cfg, const Transformer& model, AdamW* opt,
-                     const TrainState& st, const SectionWriter& memory) {
+                     const TrainState& st, const SectionWriter& memory, int64_t memory_bytes) {
   std::filesystem::path p(path);
   if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path());
   auto& m = const_cast<Transformer&>(model);
-  h5::write_atomic(path, [&](const h5::Group& r) {
-    r.set_attr("format", std::string("pagegram-checkpoint"));
-    r.set_attr("format_version", kCheckpointVersion);
-    r.set_attr("config", cfg::dump(cfg));
-    r.set_attr("revision", std::string(build::kRevision));
-    r.set_attr("kernels", std::string(kern::active_name()));
-    r.set_attr("cpu", isa::cpu_description());
-    r.set_attr("step", st.step);
-    r.set_attr("tokens", st.tokens);
-    r.set_attr("sampler_counter", static_cast<int64_t>(st.sampler_counter));
-    r.set_attr("elapsed_s", st.elapsed_s);
-    h5::Group params = r.create("params");
-    std::span<float> all = m.params();
-    for (const ParamInfo& pi : m.param_infos())
-      params.write<float>(pi.name, std::span<const float>(all.data() + pi.offset, pi.size), shape_of(pi));
-    if (opt) {
-      h5::Group adam = r.create("adam");
-      h5::Group gm = adam.create("m"), gv = adam.create("v");
-      for (size_t i = 0; i < opt->views().size(); ++i) {
-        const auto& v = opt->views()[i];
-        gm.write<float>(v.name, std::span<const float>(opt->m(i)), {v.n});
-        gv.write<float>(v.name, std::span<const float>(opt->v(i)), {v.n});
-      }
-    }
-    if (memory) memory(r.create("memory"));
-  });
+  h5::write_atomic(
+      path,
+      [&](const h5::Group& r) {
+        r.set_attr("format", std::string("pagegram-checkpoint"));
+        r.set_attr("format_version", kCheckpointVersion);
+        r.set_attr("config", cfg::dump(cfg));
+        r.set_attr("revision", std::string(build::kRevision));
+        r.set_attr("kernels", std::string(kern::active_name()));
+        r.set_attr("cpu", isa::cpu_description());
+        r.set_attr("step", st.step);
+        r.set_attr("tokens", st.tokens);
+        r.set_attr("sampler_counter", static_cast<int64_t>(st.sampler_counter));
+        r.set_attr("elapsed_s", st.elapsed_s);
+        h5::Group params = r.create("params");
+        std::span<float> all = m.params();
+        for (const ParamInfo& pi : m.param_infos())
+          params.write<float>(pi.name, std::span<const float>(all.data() + pi.offset, pi.size), shape_of(pi));
+        if (opt) {
+          h5::Group adam = r.create("adam");
+          h5::Group gm = adam.create("m"), gv = adam.create("v");
+          for (size_t i = 0; i < opt->views().size(); ++i) {
+            const auto& v = opt->views()[i];
+            gm.write<float>(v.name, std::span<const float>(opt->m(i)), {v.n});
+            gv.write<float>(v.name, std::span<const float>(opt->v(i)), {v.n});
+          }
+        }
+        if (memory) memory(r.create("memory"));
+      },
+      static_cast<int64_t>(model.params().size() * sizeof(float) * (opt ? 3 : 1)) + memory_bytes);
 }
 
 ExperimentConfig checkpoint_config(const std::string& path) {

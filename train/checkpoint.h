@@ -26,8 +26,10 @@ struct TrainState {
 using SectionWriter = std::function<void(const h5::Group&)>;
 using SectionReader = std::function<void(const h5::Group&)>;
 
+// memory_bytes: about what `memory` writes (a large table's checkpoint goes to disk as it is written,
+// h5::File::create).
 void save_checkpoint(const std::string& path, const ExperimentConfig& cfg, const Transformer& model, AdamW* opt,
-                     const TrainState& st, const SectionWriter& memory = {});
+                     const TrainState& st, const SectionWriter& memory = {}, int64_t memory_bytes = 0);
 // The resolved config stored in a checkpoint (validated).
 ExperimentConfig checkpoint_config(const std::string& path);
 // Loads parameters (and moments when opt is given) into objects built for `cfg`; shapes must match.

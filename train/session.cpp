@@ -264,8 +264,13 @@ void Session::save(const std::string& path) {
     return;
   }
   SectionWriter save_mem;
-  if (mem_) save_mem = [&](const h5::Group& g) { mem_->save(g); };
-  save_checkpoint(path, cfg_, *model_, adamw_.get(), st_, save_mem);
+  int64_t mem_bytes = 0;
+  if (mem_) {
+    save_mem = [&](const h5::Group& g) { mem_->save(g); };
+    const MemoryLayout& L = mem_->table().layout();
+    mem_bytes = L.rows() * (4 * L.width() + 8);  // the whole table and its optimizer state, whoever holds it
+  }
+  save_checkpoint(path, cfg_, *model_, adamw_.get(), st_, save_mem, mem_bytes);
 }
 
 ExchangeStats Session::exchange_stats() const {

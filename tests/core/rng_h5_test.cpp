@@ -91,5 +91,41 @@ TEST(H5, RoundTripAndErrors) {
   EXPECT_THROW(h5::File::open((dir / "not.h5").string()), IoError);
 }
 
+// Datasets written in slabs (a sharded table's rows, each owner's in turn) read back whole and in other slabs; a file
+// expected to be large is written to disk as it is filled (the same content), after a check of the disk's room.
+TEST(H5, SlabsAndStreamedFiles) {
+  pg::testing::TempDir tmp;
+  std::vector<float> data(3000);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<float>(i) - 7.25f;
+  for (const int64_t expected : {int64_t{0}, h5::File::kStreamedBytes}) {
+    const std::string path = (tmp.path / ("s" + std::to_string(expected) + ".h5")).string();
+    h5::write_atomic(
+        path,
+        [&](const h5::Group& g) {
+          g.create_dataset<float>("t", {1000, 3});
+          for (const auto& [r0, n] : {std::pair<uint64_t, size_t>{700, 300}, {0, 450}, {450, 250}})
+            g.write_slab<float>("t", r0, std::span<const float>(data.data() + r0 * 3, n * 3));
+        },
+        expected);
+    h5::File f = h5::File::open(path);
+    EXPECT_EQ(f.root().read<float>("t"), data) << expected;
+    std::vector<float> part(6);
+    f.root().read_slab<float>("t", 998, std::span<float>(part));
+    EXPECT_EQ(part, std::vector<float>(data.end() - 6, data.end()));
+    EXPECT_THROW(f.root().read_slab<float>("t", 999, std::span<float>(part)), std::exception);  // past the end
+  }
+  // A file larger than the disk has room for is refused before anything is written.
+  const std::string huge = (tmp.path / "huge.h5").string();
+  try {
+    h5::write_atomic(
+        huge, [](const h5::Group&) {}, int64_t{1} << 60);
+    FAIL() << "a 1 EiB file was not refused";
+  } catch (const ResourceError& e) {
+    EXPECT_NE(std::string(e.what()).find("free"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(std::filesystem::exists(huge));
+  EXPECT_FALSE(std::filesystem::exists(h5::temp_name(huge)));
+}
+
 }  // namespace
 }  // namespace pg
