@@ -1,8 +1,11 @@
 // `pagegram generate` and `pagegram serve` (infer/).
-#include <pthread.h>
+#include <fcntl.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <thread>
 #include <fstream>
@@ -47,7 +50,17 @@ void add_engine_options(CLI::App* c, EngineOptions& o, std::string& cache, int64
       ->check(CLI::Range(int64_t{0}, int64_t{1024}));
 }
 
-// serve --http: the server runs until SIGINT or SIGTERM (taken by a thread of their own, which stops it cleanly).
+// serve --http: the server runs until SIGINT or SIGTERM. The handlers (installed whatever the signals' inherited
+// disposition: a server started in the background of a script inherits SIGINT ignored) write the signal to a pipe;
+// a thread of its own reads it and stops the server cleanly. Whichever thread the kernel hands the signal to (the
+// OpenMP workers started before this point included), it reaches the pipe.
+int g_stop_pipe[2] = {-1, -1};
+extern "C" void on_serve_stop_signal(int sig) {
+  const char c = static_cast<char>(sig);
+  const ssize_t n = ::write(g_stop_pipe[1], &c, 1);
+  (void)n;
+}
+
 void serve_http(EngineOptions& o, HttpOptions& h) {
   if (h.model_name.empty()) {  // the model folder's name, or the checkpoint's run directory's
     std::error_code ec;
@@ -55,27 +68,37 @@ void serve_http(EngineOptions& o, HttpOptions& h) {
         !o.model_dir.empty() ? std::filesystem::path(o.model_dir) / "x" : std::filesystem::path(o.checkpoint), ec);
     h.model_name = !ec && !p.parent_path().filename().empty() ? p.parent_path().filename().string() : "pagegram";
   }
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);  // before any thread starts: every thread inherits the mask
   std::unique_ptr<Engine> e = open_engine(o);
   HttpServer server(*e, h);
   const int port = server.bind();
+  if (::pipe2(g_stop_pipe, O_CLOEXEC) != 0)
+    throw ResourceError(str("serve: cannot make a pipe: ", std::strerror(errno)));
+  struct sigaction sa = {}, old_int = {}, old_term = {};
+  sa.sa_handler = on_serve_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  sigaction(SIGINT, &sa, &old_int);
+  sigaction(SIGTERM, &sa, &old_term);
   std::fprintf(stderr, "serving %s (%s) on http://%s:%d (model '%s', %lld decoded together); Ctrl-C stops\n",
                (o.model_dir.empty() ? o.checkpoint : o.model_dir).c_str(),
                e->source() ? e->source()->describe().c_str() : "no memory table", h.host.c_str(), port,
                h.model_name.c_str(), static_cast<long long>(h.max_active));
   std::thread waiter([&] {
-    int sig = 0;
-    sigwait(&set, &sig);
+    char sig = 0;
+    while (::read(g_stop_pipe[0], &sig, 1) < 0 && errno == EINTR) {
+    }
+    if (sig == 0) return;  // the server stopped by itself
     std::fprintf(stderr, "serve: %s, stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
     server.stop();
   });
   server.run();
-  pthread_kill(waiter.native_handle(), SIGTERM);  // stopped otherwise: the waiter ends too
+  const char done = 0;
+  const ssize_t n = ::write(g_stop_pipe[1], &done, 1);  // wakes the waiter if no signal came
+  (void)n;
   waiter.join();
+  sigaction(SIGINT, &old_int, nullptr);
+  sigaction(SIGTERM, &old_term, nullptr);
+  ::close(g_stop_pipe[0]), ::close(g_stop_pipe[1]);
 }
 
 // `pagegram generate`.
