@@ -556,27 +556,43 @@ TEST_F(EngineTest, GeneratePromptFileIsBounded) {
   }
 }
 
+// `pagegram serve --checkpoint <pagegram> --http 0` as a child process (stderr to `err`; SIGINT ignored as a script's
+// background job has it); returns its pid and port once it says it serves (pid -1 if it never does).
+std::pair<pid_t, int> start_http_server(const std::string& checkpoint, const std::string& err) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::signal(SIGINT, SIG_IGN);
+    if (!std::freopen(err.c_str(), "w", stderr)) ::_exit(126);
+    ::execl(PG_BINARY_DIR "/pagegram", "pagegram", "serve", "--checkpoint", checkpoint.c_str(), "--http", "0",
+            static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  for (int i = 0; i < 600 && pid > 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    const std::string text = testing::slurp(err);
+    const size_t at = text.find("on http://127.0.0.1:");
+    if (at != std::string::npos) return {pid, std::atoi(text.c_str() + at + 20)};
+  }
+  return {-1, 0};
+}
+// Waits up to 30 s for the child to end; its wait status, or -1 (then it is killed).
+int wait_for_exit(pid_t pid) {
+  int status = 0;
+  for (int i = 0; i < 300; ++i) {
+    if (::waitpid(pid, &status, WNOHANG) == pid) return status;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ::kill(pid, SIGKILL), ::waitpid(pid, &status, 0);
+  return -1;
+}
+
 // `serve --http` stops cleanly on SIGINT and on SIGTERM (exit 0, "stopping"), also when started as a script's
 // background job, which inherits SIGINT ignored, and whichever of its threads the kernel hands the signal to.
 TEST_F(EngineTest, ServeHttpStopsOnSigintAndSigtermAlsoStartedWithSigintIgnored) {
   for (const int sig : {SIGINT, SIGTERM}) {
     const std::string err = (dir_ / ("serve_signal_" + std::to_string(sig) + ".txt")).string();
-    const std::string ck = ckpt("pagegram");
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-      ::signal(SIGINT, SIG_IGN);
-      if (!std::freopen(err.c_str(), "w", stderr)) ::_exit(126);
-      ::execl(PG_BINARY_DIR "/pagegram", "pagegram", "serve", "--checkpoint", ck.c_str(), "--http", "0",
-              static_cast<char*>(nullptr));
-      ::_exit(127);
-    }
-    ASSERT_GT(pid, 0);
-    bool serving = false;
-    for (int i = 0; i < 600 && !serving; ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      serving = testing::slurp(err).find("serving ") != std::string::npos;
-    }
-    ASSERT_TRUE(serving) << testing::slurp(err);
+    const auto [pid, port] = start_http_server(ckpt("pagegram"), err);
+    ASSERT_GT(pid, 0) << testing::slurp(err);
     // The kernel may hand a process's signal to any thread that does not block it: send it to the oldest thread
     // besides the main one (an OpenMP worker started before the server), where a handler-less design loses it.
     pid_t target = pid;
@@ -585,18 +601,53 @@ TEST_F(EngineTest, ServeHttpStopsOnSigintAndSigtermAlsoStartedWithSigintIgnored)
       if (tid != pid && (target == pid || tid < target)) target = tid;
     }
     ::syscall(SYS_tgkill, pid, target, sig);
-    int status = 0;
-    pid_t done = 0;
-    for (int i = 0; i < 300 && done == 0; ++i) {
-      done = ::waitpid(pid, &status, WNOHANG);
-      if (done == 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    if (done == 0) ::kill(pid, SIGKILL), ::waitpid(pid, &status, 0);
-    ASSERT_EQ(done, pid) << "still serving 30 s after signal " << sig;
+    const int status = wait_for_exit(pid);
+    ASSERT_NE(status, -1) << "still serving 30 s after signal " << sig;
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "signal " << sig << ", status " << status;
     EXPECT_NE(testing::slurp(err).find(sig == SIGINT ? "SIGINT, stopping" : "SIGTERM, stopping"), std::string::npos)
         << testing::slurp(err);
   }
+}
+
+// The HTTP API as another implementation of HTTP sees it (Python's http.client, not the server's own library): a
+// completion, the same completion streamed (its events concatenated are the reply's text, then [DONE]), a body that
+// is not JSON (400 with a JSON error, and the server goes on), /health, /tokenize and /detokenize.
+TEST_F(EngineTest, ServeHttpAnswersPythonsHttpClient) {
+  const std::string err = (dir_ / "serve_python.txt").string();
+  const auto [pid, port] = start_http_server(ckpt("pagegram"), err);
+  ASSERT_GT(pid, 0) << testing::slurp(err);
+  const std::string script = (dir_ / "client.py").string();
+  std::ofstream(script) << R"PY(import http.client, json, sys
+c = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]), timeout=60)
+def call(method, path, body=None):
+    c.request(method, path, body, {"Content-Type": "application/json"})
+    r = c.getresponse()
+    return r.status, r.read().decode()
+st, body = call("POST", "/v1/completions", json.dumps({"prompt": "hello", "max_tokens": 5, "seed": 1}))
+reply = json.loads(body)
+assert st == 200 and reply["usage"]["completion_tokens"] == 5, body
+st, body = call("POST", "/v1/completions", json.dumps({"prompt": "hello", "max_tokens": 5, "seed": 1, "stream": True}))
+events = [line[6:] for line in body.split("\n") if line.startswith("data: ")]
+assert st == 200 and events[-1] == "[DONE]", body
+assert "".join(json.loads(e)["choices"][0]["text"] for e in events[:-1]) == reply["choices"][0]["text"], body
+st, body = call("POST", "/v1/completions", "{not json")
+assert st == 400 and json.loads(body)["error"]["code"] == 400, body
+st, body = call("GET", "/health")
+assert st == 200 and json.loads(body) == {"status": "ok"}, body
+st, body = call("POST", "/tokenize", json.dumps({"content": "hello world"}))
+tokens = json.loads(body)["tokens"]
+st, body = call("POST", "/detokenize", json.dumps({"tokens": tokens}))
+assert json.loads(body)["content"] == "hello world", body
+print("python client ok")
+)PY";
+  const std::string out = (dir_ / "client.out").string();
+  const int rc =
+      std::system(("/usr/bin/python3 " + script + " " + std::to_string(port) + " > " + out + " 2>&1").c_str());
+  ::kill(pid, SIGTERM);
+  EXPECT_EQ(wait_for_exit(pid), 0);
+  ASSERT_TRUE(WIFEXITED(rc));
+  EXPECT_EQ(WEXITSTATUS(rc), 0) << testing::slurp(out);
+  EXPECT_NE(testing::slurp(out).find("python client ok"), std::string::npos) << testing::slurp(out);
 }
 
 TEST_F(EngineTest, ServingNeedsTheTokenizerNotTheTokenStores) {
