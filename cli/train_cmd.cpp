@@ -113,7 +113,11 @@ void register_eval(CLI::App& app, const std::string& command_line) {
   c->add_option("--threads", threads, "threads (0 = all)")->check(CLI::Range(int64_t{0}, int64_t{1024}));
   c->callback([] {
     setup_threads(static_cast<int>(threads));
-    TrainedModel tm = load_trained_model(checkpoint, {.open_data = true, .table_ready = false});
+    // Under mpirun the ranks share the work of holding the table: each loads its rows and fetches the others'.
+    PeerLink* link = dist::world_link();
+    if (link && classes)
+      throw UserError("eval --collision-classes reads the whole table: run it as one process (without mpirun)");
+    TrainedModel tm = load_trained_model(checkpoint, {.open_data = true, .table_ready = false, .link = link});
     const ExperimentConfig& cfg = tm.cfg();
     const data::DataSet& ds = *tm.data;
     const TrainState& st = tm.state();
@@ -127,7 +131,9 @@ void register_eval(CLI::App& app, const std::string& command_line) {
     ProgressLine line("eval windows", n);
     const double loss = tm.session->evaluate(val, n, *ds.heldout, [&](int64_t done, int64_t) { line.update(done); });
     line.finish();
+    if (link && link->rank() != 0) return;  // rank 0 reports
     std::printf("checkpoint  %s (step %ld, %.2fM tokens)\n", checkpoint.c_str(), long(st.step), st.tokens / 1e6);
+    if (link) std::printf("ranks       %d, table sharded by rows\n", link->size());
     std::printf("held-out    %.6f nats over %ld windows of %ld tokens (%.1f s)\n", loss, long(n),
                 long(cfg.model.context), t.seconds());
     if (classes) {

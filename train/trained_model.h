@@ -27,6 +27,9 @@ struct TrainedModelOptions {
   bool table_ready = false;  // replay the table's decay up to the last step (materialize), as exported
   int64_t micro_batch = 0;  // windows per forward pass (0: the config's train.micro_batch)
   bool table_rows = true;  // false: the table's rows are not read (export streams them: read_saved_rows)
+  // Ranks (train/dist.h; nullptr = one process): the table is sharded by rows over them (each loads its rows) and
+  // evaluation is collective, whatever train.table_sharding the checkpoint was trained with.
+  PeerLink* link = nullptr;
 };
 
 // Builds the session of the checkpoint's config and loads it (no optimizer moments).

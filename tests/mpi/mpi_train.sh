@@ -70,6 +70,18 @@ for layout in flat engram pagegram; do
   done
 done
 
+say "eval with the table sharded over 2 and 4 ranks = one process"
+one=$(timeout 120 "$PG" eval --checkpoint "$WORK/engram-1/checkpoint.h5" 2>/dev/null | grep '^held-out' | sed 's/ (.*//')
+[ -n "$one" ] || fail "eval printed no held-out line"
+for np in 2 4; do
+  timeout 120 "$MPIRUN" -np "$np" --oversubscribe "$PG" eval --checkpoint "$WORK/engram-1/checkpoint.h5" \
+    >"$WORK/eval$np.out" 2>&1 || { tail -n 20 "$WORK/eval$np.out"; fail "eval under mpirun -np $np"; }
+  many=$(grep '^held-out' "$WORK/eval$np.out" | sed 's/ (.*//')
+  [ "$many" = "$one" ] || fail "eval over $np ranks: '$many', one process: '$one'"
+  [ "$(grep -c "^ranks       $np, table sharded by rows" "$WORK/eval$np.out")" = 1 ] || fail "eval -np $np: no single ranks line"
+done
+say "  $one (1, 2 and 4 ranks)"
+
 say "resume with another rank count"
 # (Collision reading (b) counts owners from the step a process started at: off here, as docs/robustness.md "Kill at any instant" says.)
 NO_OWNERS=(--set memory.collision_owners=false)
@@ -109,4 +121,4 @@ set -e
 [ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "one bad rank: exit $rc (expected an error, not success or a hang)"
 grep -q 'error: .*\[rank 1 of 2; ending every rank\]$' "$WORK/onebad.out" || { cat "$WORK/onebad.out"; fail "no error line from rank 1"; }
 say "  exit $rc: $(grep -o 'error: .*' "$WORK/onebad.out" | head -n 1)"
-say "PASS: 1 process = 2 ranks = 4 ranks for none, flat, engram, pagegram, replicated and sharded by rows; resume across rank counts; errors end every rank"
+say "PASS: 1 process = 2 ranks = 4 ranks for none, flat, engram, pagegram, replicated and sharded by rows; eval with the table sharded; resume across rank counts; errors end every rank"
