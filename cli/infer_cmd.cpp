@@ -2,7 +2,9 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
@@ -56,9 +58,11 @@ void add_engine_options(CLI::App* c, EngineOptions& o, std::string& cache, int64
 // OpenMP workers started before this point included), it reaches the pipe.
 int g_stop_pipe[2] = {-1, -1};
 extern "C" void on_serve_stop_signal(int sig) {
+  const int saved = errno;
   const char c = static_cast<char>(sig);
-  const ssize_t n = ::write(g_stop_pipe[1], &c, 1);
+  const ssize_t n = ::write(g_stop_pipe[1], &c, 1);  // non-blocking: a full pipe already holds a stop
   (void)n;
+  errno = saved;
 }
 
 void serve_http(EngineOptions& o, HttpOptions& h) {
@@ -71,7 +75,7 @@ void serve_http(EngineOptions& o, HttpOptions& h) {
   std::unique_ptr<Engine> e = open_engine(o);
   HttpServer server(*e, h);
   const int port = server.bind();
-  if (::pipe2(g_stop_pipe, O_CLOEXEC) != 0)
+  if (::pipe2(g_stop_pipe, O_CLOEXEC) != 0 || ::fcntl(g_stop_pipe[1], F_SETFL, O_NONBLOCK) != 0)
     throw ResourceError(str("serve: cannot make a pipe: ", std::strerror(errno)));
   struct sigaction sa = {}, old_int = {}, old_term = {};
   sa.sa_handler = on_serve_stop_signal;
@@ -83,15 +87,21 @@ void serve_http(EngineOptions& o, HttpOptions& h) {
                (o.model_dir.empty() ? o.checkpoint : o.model_dir).c_str(),
                e->source() ? e->source()->describe().c_str() : "no memory table", h.host.c_str(), port,
                h.model_name.c_str(), static_cast<long long>(h.max_active));
+  std::atomic<bool> ran{false};
   std::thread waiter([&] {
     char sig = 0;
     while (::read(g_stop_pipe[0], &sig, 1) < 0 && errno == EINTR) {
     }
     if (sig == 0) return;  // the server stopped by itself
     std::fprintf(stderr, "serve: %s, stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
-    server.stop();
+    // A stop that comes before the listener runs is not seen by it: ask again until run() has returned.
+    while (!ran.load()) {
+      server.stop();
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
   });
   server.run();
+  ran.store(true);
   const char done = 0;
   const ssize_t n = ::write(g_stop_pipe[1], &done, 1);  // wakes the waiter if no signal came
   (void)n;

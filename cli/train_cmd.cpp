@@ -133,7 +133,7 @@ void register_eval(CLI::App& app, const std::string& command_line) {
     line.finish();
     if (link && link->rank() != 0) return;  // rank 0 reports
     std::printf("checkpoint  %s (step %ld, %.2fM tokens)\n", checkpoint.c_str(), long(st.step), st.tokens / 1e6);
-    if (link) std::printf("ranks       %d, table sharded by rows\n", link->size());
+    if (link) std::printf("ranks       %d%s\n", link->size(), tm.mem() ? ", table sharded by rows" : "");
     std::printf("held-out    %.6f nats over %ld windows of %ld tokens (%.1f s)\n", loss, long(n),
                 long(cfg.model.context), t.seconds());
     if (classes) {

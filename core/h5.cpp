@@ -2,6 +2,7 @@
 #include "core/h5.h"
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -91,6 +92,11 @@ File File::create(const std::string& path, int64_t expected_bytes) {
     if (!ec && sp.available < need)
       throw ResourceError(str("cannot write ", path, ": it needs about ", need >> 20, " MiB, ", dir.string(), " has ",
                               sp.available >> 20, " MiB free (hint: free disk space or write elsewhere)"));
+    rlimit fs{};
+    if (::getrlimit(RLIMIT_FSIZE, &fs) == 0 && fs.rlim_cur != RLIM_INFINITY && fs.rlim_cur < need)
+      throw ResourceError(str("cannot write ", path, ": it needs about ", need >> 20,
+                              " MiB, beyond this process's file size limit of ", fs.rlim_cur >> 20,
+                              " MiB (hint: ulimit -f)"));
   }
   Handle fapl(H5Pcreate(H5P_FILE_ACCESS), close_plist);
   if (!streamed) H5Pset_fapl_core(fapl.id(), 16 << 20, 0);
@@ -225,7 +231,8 @@ void Group::slab_raw(const std::string& name, hid_t type, uint64_t row0, void* d
   std::vector<hsize_t> start(shape.size(), 0), count(shape.begin(), shape.end());
   start[0] = row0, count[0] = rows;
   Handle file_space(H5Dget_space(ds.id()), close_space);
-  H5Sselect_hyperslab(file_space.id(), H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr);
+  PG_CHECK(H5Sselect_hyperslab(file_space.id(), H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr) >= 0,
+           "dataset ", name, ": cannot select rows ", row0, " .. ", row0 + rows);
   Handle mem_space(H5Screate_simple(static_cast<int>(count.size()), count.data(), nullptr), close_space);
   errno = 0;
   if (write) {

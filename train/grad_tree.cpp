@@ -112,8 +112,10 @@ namespace {
 void swap_sparse(Counted& c, int partner, const SparseGrad& send, SparseGrad& recv, std::vector<std::byte>& buf) {
   int64_t mine[2] = {send.size(), send.width}, theirs[2] = {0, 0};
   c.sendrecv(partner, bytes_of(mine, 2), bytes_of(theirs, 2));
-  PG_CHECK(theirs[0] >= 0 && (theirs[1] == send.width || theirs[0] == 0 || send.size() == 0), "sparse exchange: rank ",
-           partner, " sent ", theirs[0], " rows of width ", theirs[1], ", this rank has width ", send.width);
+  PG_CHECK(theirs[0] >= 0 && theirs[0] <= (int64_t{1} << 40) && theirs[1] >= 0 && theirs[1] <= (int64_t{1} << 20) &&
+               (theirs[1] == send.width || theirs[0] == 0 || send.size() == 0),
+           "sparse exchange: rank ", partner, " sent ", theirs[0], " rows of width ", theirs[1],
+           ", this rank has width ", send.width);
   const int64_t w = send.size() ? send.width : theirs[1];
   const size_t n_out = static_cast<size_t>(send.size()), n_in = static_cast<size_t>(theirs[0]);
   const size_t out_bytes = n_out * sizeof(int64_t) + n_out * static_cast<size_t>(w) * sizeof(float);
@@ -169,6 +171,8 @@ void tree_reduce_scatter(PeerLink& link, SparseGrad& g, std::span<const int64_t>
     int owner = 0;
     for (size_t i = 0; i < g.rows.size(); ++i) {
       const int64_t row = g.rows[i];
+      PG_CHECK(row >= 0 && row < bounds[static_cast<size_t>(R)], "tree_reduce_scatter: row ", row,
+               " outside the table");
       while (row >= bounds[static_cast<size_t>(owner) + 1]) ++owner;
       const float* v = g.values.data() + i * static_cast<size_t>(w);
       if ((owner & d) == (r & d)) {

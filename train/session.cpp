@@ -84,7 +84,9 @@ double evaluate(Transformer& model, const data::ValidationWindows& val, int64_t 
 
 Session::Session(const ExperimentConfig& cfg, const SessionOptions& opt)
     : cfg_(cfg), schedule_(schedule_of(cfg.train)), link_(opt.link) {
-  if (link_) check_ranks(cfg, link_->size());
+  if (link_ && opt.optimizer) check_ranks(cfg, link_->size());
+  if (link_ && !opt.optimizer && !is_power_of_two(link_->size()))  // evaluation splits no step: a power of two
+    throw ConfigError(str(link_->size(), " ranks cannot shard a table (hint: a power of two: 1, 2, 4, 8, ...)"));
   const int64_t B = opt.micro_batch > 0 ? opt.micro_batch : cfg.train.micro_batch;
   model_ = std::make_unique<Transformer>(cfg.model, B);
   model_->init(static_cast<uint64_t>(cfg.train.seed));

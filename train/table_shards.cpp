@@ -36,6 +36,8 @@ void TableShards::fetch(MemoryTable& t, std::span<const int64_t> rows, float* ou
   const int64_t w = t.layout().width();
   PG_CHECK(t.shard().lo == bounds_[static_cast<size_t>(r)] && t.shard().hi == bounds_[static_cast<size_t>(r) + 1],
            "fetch: this rank's table holds [", t.shard().lo, ", ", t.shard().hi, ")");
+  PG_CHECK(rows.empty() || (rows.front() >= 0 && rows.back() < bounds_.back()), "fetch: rows outside the table of ",
+           bounds_.back(), " rows");
   // The requested rows of rank q: rows[first(q) .. first(q + 1)).
   const auto first = [&](int q) {
     return static_cast<size_t>(std::lower_bound(rows.begin(), rows.end(), bounds_[static_cast<size_t>(q)]) -

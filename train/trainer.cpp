@@ -215,9 +215,13 @@ TrainSummary train(const ExperimentConfig& cfg, const data::DataSet& ds, const T
   const bool root = rank == 0;
   const bool write_files = opt.write_files && root;  // rank 0 writes the run directory, the others nothing
   if (write_files) check_run_dir(cfg, opt.resume, opt.force);  // before any work: what the directory may hold
-  check_fits_in_memory(cfg, tc.out_dir, ranks,
-                       opt.link && dist::world().mpi ? dist::world().local_size
-                                                     : 1);  // refused before allocating, not by the kernel's OOM killer
+  // Refused before allocating, not by the kernel's OOM killer; every rank checks before any rank allocates (a rank
+  // that allocated first would shrink what the last one sees available).
+  check_fits_in_memory(cfg, tc.out_dir, ranks, opt.link && dist::world().mpi ? dist::world().local_size : 1);
+  if (opt.link) {
+    double checked = 0;
+    tree_allreduce(*opt.link, checked);  // a barrier
+  }
   Session session(cfg, {.optimizer = true, .tokenizer = ds.tokenizer.get(), .link = opt.link});
   session.set_measure_exchange(opt.measure_exchange);
   MemoryInjector* mem = session.memory();

@@ -573,6 +573,7 @@ std::pair<pid_t, int> start_http_server(const std::string& checkpoint, const std
     const size_t at = text.find("on http://127.0.0.1:");
     if (at != std::string::npos) return {pid, std::atoi(text.c_str() + at + 20)};
   }
+  if (pid > 0) ::kill(pid, SIGKILL), ::waitpid(pid, nullptr, 0);
   return {-1, 0};
 }
 // Waits up to 30 s for the child to end; its wait status, or -1 (then it is killed).
