@@ -245,6 +245,37 @@ void Group::slab_raw(const std::string& name, hid_t type, uint64_t row0, void* d
   }
 }
 
+void Group::virtual_raw(const std::string& name, hid_t type, const std::vector<uint64_t>& shape,
+                        const std::vector<VirtualSource>& sources, const void* fill) const {
+  PG_CHECK(!shape.empty(), "virtual dataset ", name, ": a scalar");
+  const std::vector<hsize_t> dims(shape.begin(), shape.end());
+  Handle space(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), close_space);
+  Handle plist(H5Pcreate(H5P_DATASET_CREATE), close_plist);
+  PG_CHECK(H5Pset_fill_value(plist.id(), type, fill) >= 0, "virtual dataset ", name, ": fill value");
+  for (const VirtualSource& s : sources) {
+    PG_CHECK(s.row0 + s.rows <= shape[0], "virtual dataset ", name, ": source ", s.file, " rows ", s.row0, " + ",
+             s.rows, " beyond ", shape[0]);
+    if (s.rows == 0) continue;
+    std::vector<hsize_t> start(dims.size(), 0), count(dims);
+    start[0] = s.row0, count[0] = s.rows;
+    Handle src(H5Screate_simple(static_cast<int>(count.size()), count.data(), nullptr), close_space);
+    PG_CHECK(H5Sselect_hyperslab(space.id(), H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr) >= 0 &&
+                 H5Pset_virtual(plist.id(), space.id(), s.file.c_str(), s.dataset.c_str(), src.id()) >= 0,
+             "virtual dataset ", name, ": cannot map ", s.file, ":", s.dataset);
+  }
+  H5Sselect_all(space.id());
+  Handle ds(H5Dcreate2(h_.id(), name.c_str(), type, space.id(), H5P_DEFAULT, plist.id(), H5P_DEFAULT), close_dataset);
+  if (ds.id() < 0)
+    throw ResourceError(str(where(name), ": cannot create virtual dataset (", std::strerror(errno), ")"));
+}
+
+bool Group::is_virtual(const std::string& name) const {
+  Handle ds(H5Dopen2(h_.id(), name.c_str(), H5P_DEFAULT), close_dataset);
+  if (ds.id() < 0) throw IoError(str(where(name), ": cannot open dataset"));
+  Handle plist(H5Dget_create_plist(ds.id()), close_plist);
+  return H5Pget_layout(plist.id()) == H5D_VIRTUAL;
+}
+
 std::vector<uint64_t> Group::dataset_shape(const std::string& name) const {
   if (!has(name)) throw IoError(str(where(name), ": dataset missing"));
   Handle ds(H5Dopen2(h_.id(), name.c_str(), H5P_DEFAULT), close_dataset);

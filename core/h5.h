@@ -102,6 +102,19 @@ class Group {
   void read_slab(const std::string& name, uint64_t row0, std::span<T> out) const {
     slab_raw(name, native_type<T>(), row0, out.data(), out.size(), false);
   }
+  // A virtual dataset (HDF5 VDS): row ranges of datasets in other files, read through this one as one dataset
+  // (h5py and the C API alike). A source's file name is relative to this file's folder (HDF5 looks there); rows
+  // no source covers, or whose file is missing, read as `fill`.
+  struct VirtualSource {
+    std::string file, dataset;  // the source: file (relative to this file's folder) and dataset path in it
+    uint64_t row0 = 0, rows = 0;  // where its rows go: [row0, row0 + rows) of this dataset (the source has `rows`)
+  };
+  template <class T>
+  void create_virtual(const std::string& name, const std::vector<uint64_t>& shape,
+                      const std::vector<VirtualSource>& sources, T fill) const {
+    virtual_raw(name, native_type<T>(), shape, sources, &fill);
+  }
+  bool is_virtual(const std::string& name) const;
   std::vector<uint64_t> dataset_shape(const std::string& name) const;
   void check_shape(const std::string& name, const std::vector<uint64_t>& shape) const;
 
@@ -123,6 +136,8 @@ class Group {
   void read_raw(const std::string& name, hid_t type, void* data, size_t n) const;
   Handle create_raw(const std::string& name, hid_t type, const std::vector<uint64_t>& shape) const;
   void slab_raw(const std::string& name, hid_t type, uint64_t row0, void* data, size_t n, bool write) const;
+  void virtual_raw(const std::string& name, hid_t type, const std::vector<uint64_t>& shape,
+                   const std::vector<VirtualSource>& sources, const void* fill) const;
   void check_type(const std::string& name, hid_t ds, hid_t type) const;
   std::string where(const std::string& name) const { return file_ + ":" + path_ + (path_ == "/" ? "" : "/") + name; }
   Handle h_;

@@ -95,7 +95,15 @@ ModelFolderResult write_model_folder(const ModelFolderOptions& o) {
     fs::remove(table);  // a table of an earlier export would be served beside a model without one
   }
   copy_atomic(tokenizer, r.paths.tokenizer);
+  // A checkpoint of a table sharded by rows maps its shard files: they come along (before it, as training writes
+  // them), and shard files of an earlier export into this folder go.
+  std::vector<std::string> shards;
+  for (const std::string& f : checkpoint_shard_files(o.checkpoint)) {
+    shards.push_back((fs::path(o.dir) / fs::path(f).filename()).string());
+    copy_atomic(f, shards.back());
+  }
   copy_atomic(o.checkpoint, r.paths.checkpoint);
+  remove_stale_table_shards(r.paths.checkpoint, shards);
   return r;
 }
 

@@ -2,6 +2,7 @@
 // copied to another machine serves there (docs/serving.md, "Model folder").
 //
 //   <dir>/checkpoint.h5     the trained model (weights, config, the fp32 table)
+//   <dir>/checkpoint.table-*.h5   a table trained sharded by rows: the shard files its checkpoint maps
 //   <dir>/tokenizer.model   its sentencepiece model
 //   <dir>/table.pgt         the memory table as served from disk (models with a table; records the checkpoint
 //                           table's info.table_xxh64, checked when served)

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 
 namespace pg {
 
@@ -113,7 +114,7 @@ TableStats MemoryTable::stats() const {
   return s;
 }
 
-void MemoryTable::save(const h5::Group& g, const OtherSlabs& others) const {
+void MemoryTable::save(const h5::Group& g, const SavedShards* shards) const {
   PG_CHECK(pending_.size() == 0, "saving a memory table with a pending gradient");
   for (const auto& [k, v] : layout_->identity()) g.set_attr(k, v);
   g.set_attr("completed_step", step_);
@@ -122,30 +123,107 @@ void MemoryTable::save(const h5::Group& g, const OtherSlabs& others) const {
                     {static_cast<uint64_t>(layout_->n_orders()), static_cast<uint64_t>(layout_->heads_per_order()), 3});
   const uint64_t rows = static_cast<uint64_t>(layout_->rows()), w = static_cast<uint64_t>(layout_->width());
   if (whole()) {
+    PG_CHECK(!shards, "a whole table saved as shards");
     g.write<float>("table", std::span<const float>(values_), {rows, w});
     h5::Group o = g.create("optimizer");
     opt_.save(o);
     return;
   }
-  PG_CHECK(others, "saving a table shard without the other shards' rows");
-  g.create_dataset<float>("table", {rows, w});
+  PG_CHECK(shards && shards->files.size() + 1 == shards->bounds.size() && shards->bounds.front() == 0 &&
+               shards->bounds.back() == layout_->rows(),
+           "saving a table shard without the shard files of the whole table");
+  std::vector<h5::Group::VirtualSource> table, v, last;
+  std::string names;
+  for (size_t q = 0; q < shards->files.size(); ++q) {
+    const auto lo = static_cast<uint64_t>(shards->bounds[q]), n = static_cast<uint64_t>(shards->bounds[q + 1]) - lo;
+    PG_CHECK(shards->bounds[q + 1] >= shards->bounds[q] && shards->files[q].find('\n') == std::string::npos, "shard ",
+             q, " of a saved table");
+    table.push_back({shards->files[q], "table", lo, n});
+    v.push_back({shards->files[q], "v", lo, n});
+    last.push_back({shards->files[q], "last", lo, n});
+    names += (q ? "\n" : "") + shards->files[q];
+  }
+  g.set_attr("shard_files", names);
+  g.write<int64_t>("shard_bounds", shards->bounds);
+  // Rows whose shard file is missing read as NaN (table, v) and -1 (last): refused by load, visible to h5py.
+  g.create_virtual<float>("table", {rows, w}, table, std::nanf(""));
   h5::Group o = g.create("optimizer");
-  RowwiseRmsOptimizer(0, layout_->width(), opt_.settings()).save_slab(o, 0, layout_->rows());  // the datasets
-  int64_t written = 0;
-  const auto write = [&](const TableSlab& s) {
-    PG_CHECK(s.lo >= 0 && s.n >= 0 && s.lo + s.n <= layout_->rows() &&
-                 static_cast<int64_t>(s.table.size()) == s.n * layout_->width() &&
-                 static_cast<int64_t>(s.v.size()) == s.n && static_cast<int64_t>(s.last.size()) == s.n,
-             "a table slab of ", s.n, " rows at ", s.lo);
-    g.write_slab<float>("table", static_cast<uint64_t>(s.lo), s.table);
-    o.write_slab<float>("v", static_cast<uint64_t>(s.lo), s.v);
-    o.write_slab<int32_t>("last", static_cast<uint64_t>(s.lo), s.last);
-    written += s.n;
-  };
-  write({shard_.lo, shard_.size(), values_, opt_.v(), opt_.last()});
-  others(write);
-  PG_CHECK(written == layout_->rows(), "the shards wrote ", written, " of ", layout_->rows(), " table rows");
+  o.set_attr("beta2", opt_.settings().beta2);
+  o.set_attr("eps", opt_.settings().eps);
+  o.set_attr("weight_decay", opt_.settings().weight_decay);
+  o.create_virtual<float>("v", {rows}, v, std::nanf(""));
+  o.create_virtual<int32_t>("last", {rows}, last, -1);
 }
+
+void MemoryTable::save_shard(const std::string& path) const {
+  PG_CHECK(pending_.size() == 0, "saving a memory table shard with a pending gradient");
+  const uint64_t n = static_cast<uint64_t>(shard_.size()), w = static_cast<uint64_t>(layout_->width());
+  h5::write_atomic(
+      path,
+      [&](const h5::Group& r) {
+        r.set_attr("format", std::string(kTableShardFormat));
+        r.set_attr("format_version", kTableShardFormatVersion);
+        r.set_attr("completed_step", step_);
+        r.set_attr("lo", shard_.lo);
+        r.set_attr("hi", shard_.hi);
+        r.set_attr("rows", layout_->rows());
+        r.set_attr("width", layout_->width());
+        r.write<float>("table", std::span<const float>(values_), {n, w});
+        r.write<float>("v", opt_.v(), {n});
+        r.write<int32_t>("last", opt_.last(), {n});
+      },
+      static_cast<int64_t>(n * (4 * w + 8)));
+}
+
+namespace {
+// A sharded table's group (save with shards): every shard file it maps is there, of this format, and holds its rows
+// of this table as of `step`. Whole tables (no "shard_files") pass.
+void check_saved_shards(const h5::Group& g, int64_t rows, int64_t width, int64_t step) {
+  if (!g.has_attr("shard_files")) return;
+  const std::string where = g.file() + ":" + g.path();
+  std::vector<std::string> files;
+  const std::string names = g.attr_string("shard_files");
+  for (size_t a = 0, e; a <= names.size(); a = e + 1) {
+    e = std::min(names.find('\n', a), names.size());
+    files.push_back(names.substr(a, e - a));
+  }
+  const std::vector<int64_t> b = g.read<int64_t>("shard_bounds");
+  if (b.size() != files.size() + 1 || b.front() != 0 || b.back() != rows || !std::is_sorted(b.begin(), b.end()))
+    throw IoError(str(where, ": shard_bounds do not split the table's ", rows, " rows among its ", files.size(),
+                      " shard files (hint: the checkpoint is corrupt or edited)"));
+  const std::filesystem::path dir = std::filesystem::path(g.file()).parent_path();
+  for (size_t q = 0; q < files.size(); ++q) {
+    const std::string path = (dir / files[q]).string();
+    const std::string shard = str("table shard ", q, " of ", files.size(), " (rows [", b[q], ", ", b[q + 1], "))");
+    const std::string keep =
+        "(hint: a checkpoint of a table sharded by rows is its .h5 file and the shard files "
+        "beside it, written at the same step: keep and copy them together)";
+    if (!std::filesystem::exists(path))
+      throw IoError(str(where, ": ", shard, " is in ", path, ", which is missing ", keep));
+    const h5::File f = h5::File::open(path);
+    const h5::Group r = f.root();
+    if (!r.has_attr("format") || r.attr_string("format") != kTableShardFormat ||
+        r.attr_int("format_version") != kTableShardFormatVersion)
+      throw IoError(str(path, ": not a pagegram table shard of format version ", kTableShardFormatVersion, " (", shard,
+                        " of ", where, ") ", keep));
+    const auto want = [&](const char* attr, int64_t v) {
+      const int64_t got = r.attr_int(attr);
+      if (got != v)
+        throw IoError(str(path, ": attribute '", attr, "' = ", got, ", the checkpoint ", where, " expects ", v,
+                          " for its ", shard, " ", keep));
+    };
+    want("completed_step", step);
+    want("lo", b[q]);
+    want("hi", b[q + 1]);
+    want("rows", rows);
+    want("width", width);
+    const auto n = static_cast<uint64_t>(b[q + 1] - b[q]);
+    r.check_shape("table", {n, static_cast<uint64_t>(width)});
+    r.check_shape("v", {n});
+    r.check_shape("last", {n});
+  }
+}
+}  // namespace
 
 void MemoryTable::load(const h5::Group& g) {
   const std::string where = g.file() + ":" + g.path();
@@ -169,6 +247,7 @@ void MemoryTable::load(const h5::Group& g) {
   if (step < 0 || step >= INT32_MAX)
     throw IoError(str(where, ": completed_step ", step, " is invalid (corrupt file?)"));
   g.check_shape("table", {static_cast<uint64_t>(layout_->rows()), static_cast<uint64_t>(layout_->width())});
+  check_saved_shards(g, layout_->rows(), layout_->width(), step);
   g.read_slab<float>("table", static_cast<uint64_t>(shard_.lo), std::span<float>(values_));
   int64_t bad = -1;
   for (size_t i = 0; i < values_.size() && bad < 0; ++i)
@@ -189,6 +268,7 @@ void MemoryTable::read_saved_rows(const h5::Group& g, int64_t r0, int64_t n, flo
   if (step < 0 || step >= INT32_MAX)
     throw IoError(str(g.file(), ":", g.path(), ": completed_step ", step, " is invalid (corrupt file?)"));
   g.check_shape("table", {static_cast<uint64_t>(rows), static_cast<uint64_t>(w)});
+  check_saved_shards(g, rows, w, step);
   g.read_slab<float>("table", static_cast<uint64_t>(r0), std::span<float>(out, static_cast<size_t>(n * w)));
   for (int64_t i = 0; i < n * w; ++i)
     if (!std::isfinite(out[i]))

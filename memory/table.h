@@ -2,7 +2,6 @@
 // gradient — the batch-level interface the trainer uses (address, lookup, accumulate, update, stats, save/load).
 #pragma once
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -34,15 +33,15 @@ struct RowRange {
 };
 RowRange shard_of(int64_t rows, int ranks, int rank);
 
-// Rows [lo, lo + n) of a table and of its row-wise optimizer state, as a shard holds them (checkpoint writing).
-struct TableSlab {
-  int64_t lo = 0, n = 0;
-  std::span<const float> table, v;  // [n, width], [n]
-  std::span<const int32_t> last;  // [n]
+// A table sharded by rows is saved by its owners: each shard writes its rows and their optimizer state to a file of
+// its own (MemoryTable::save_shard; format in memory/README.md, "Saved table"), and the checkpoint's table
+// group maps those files' rows into its datasets (HDF5 virtual datasets, so a reader sees the whole table).
+inline constexpr const char* kTableShardFormat = "pagegram-table-shard";
+inline constexpr int64_t kTableShardFormatVersion = 1;
+struct SavedShards {
+  std::vector<std::string> files;  // shard q's file, relative to the checkpoint's folder
+  std::vector<int64_t> bounds;  // shard q holds rows [bounds[q], bounds[q + 1])
 };
-// Calls `write` with the slabs of the other shards, in any order (the rank that writes a sharded checkpoint
-// receives them from their owners).
-using OtherSlabs = std::function<void(const std::function<void(const TableSlab&)>& write)>;
 
 struct TableStats {
   int64_t step = 0;  // last completed update
@@ -96,10 +95,14 @@ class MemoryTable {
   // Group contents: attributes = layout identity (hash version, seed, geometry), "completed_step";
   // datasets "table" [rows, width], "hash_seeds" [n_orders, heads_per_order, 3], optimizer "v", "last".
   // load() refuses (IoError, one line) a group whose identity, seeds or shapes differ, or whose values are
-  // not finite. No gradient may be pending on save. A shard writes the whole table: its own rows, and those of
-  // the other shards that `others` hands over (required for a shard); a shard loads its own rows only, from a
-  // file any number of shards (or one process) wrote.
-  void save(const h5::Group& g, const OtherSlabs& others = {}) const;
+  // not finite. No gradient may be pending on save. A whole table writes its rows into g. A sharded table's
+  // owners first write their shard files (save_shard, every shard, this step); then one of them calls save with
+  // their names, which maps them into g's datasets. A shard loads its own rows only, from a group any number of
+  // shards (or one process) wrote; load and read_saved_rows first check that every shard file the group maps is
+  // there and holds this step's rows of this table (IoError naming the file otherwise: never a mix of two steps).
+  void save(const h5::Group& g, const SavedShards* shards = nullptr) const;
+  // This shard's rows and optimizer state to `path` (written atomically; a new file).
+  void save_shard(const std::string& path) const;
   void load(const h5::Group& g);
   // out [n, width]: rows [r0, r0 + n) of the table saved in g (as save() wrote it, by any number of shards), brought
   // to the end of its completed step as materialize() brings them, without holding the rest: what export streams

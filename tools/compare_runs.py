@@ -6,7 +6,8 @@
 Every dataset of both files is compared byte for byte, except the timing columns (train/elapsed_s,
 train/tok_per_s); file attributes are compared except those naming the build or the time (revision, kernels, cpu,
 command, elapsed_s, threads, pinned, cpus, ranks, started, hostname), the config's out_dir and table_sharding, and the
-summary group's timing fractions. Prints one line
+summary group's timing fractions. A table sharded by rows is compared through its checkpoint's virtual datasets (the
+shard files beside it); its bookkeeping (memory/table/shard_bounds) is not compared. Prints one line
 per file and exits 1 on any difference, naming it.
 """
 import re
@@ -16,6 +17,7 @@ import h5py
 import numpy as np
 
 TIMING = {"train/elapsed_s", "train/tok_per_s"}
+SHARDING = {"memory/table/shard_bounds"}  # how the ranks held the table (the same bits either way)
 VOLATILE_ATTRS = {"revision", "kernels", "cpu", "command", "elapsed_s", "threads", "pinned", "cpus", "started",
                   "hostname", "host", "updated", "build_type", "compiler_flags", "revisions", "ranks"}
 
@@ -31,7 +33,7 @@ def compare(pa, pb):
     with h5py.File(pa, "r") as a, h5py.File(pb, "r") as b:
         da, db = datasets(a), datasets(b)
         for n in sorted(set(da) | set(db)):
-            if n in TIMING:
+            if n in TIMING or n in SHARDING:
                 continue
             if n not in da or n not in db:
                 diffs.append(f"{n}: only in {'A' if n in da else 'B'}")
@@ -47,7 +49,7 @@ def compare(pa, pb):
                 va, vb = (re.sub(r"(?m)^  (out_dir|table_sharding): .*$", "", v) for v in (va, vb))
             if k not in a.attrs or k not in b.attrs or va != vb:
                 diffs.append(f"attribute {k} differs")
-        n_compared = len(set(da) & set(db) - TIMING)
+        n_compared = len(set(da) & set(db) - TIMING - SHARDING)
     return diffs, n_compared
 
 

@@ -1,6 +1,7 @@
 // Implementation of train/checkpoint.h.
 #include "train/checkpoint.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <span>
@@ -66,6 +67,57 @@ void save_checkpoint(const std::string& path, const ExperimentConfig& cfg, const
         if (memory) memory(r.create("memory"));
       },
       static_cast<int64_t>(model.params().size() * sizeof(float) * (opt ? 3 : 1)) + memory_bytes);
+}
+
+namespace {
+// "<stem>.table-" for "<dir>/<stem>.h5" (the whole name when it has no .h5 extension).
+std::string shard_prefix(const std::string& checkpoint) {
+  const std::filesystem::path p(checkpoint);
+  const std::string stem = p.extension() == ".h5" ? p.stem().string() : p.filename().string();
+  return stem + ".table-";
+}
+}  // namespace
+
+std::string table_shard_path(const std::string& checkpoint, int64_t step, int shard, int shards) {
+  const std::filesystem::path p(checkpoint);
+  return (p.parent_path() / str(shard_prefix(checkpoint), step, "-", shard, "of", shards, ".h5")).string();
+}
+
+std::vector<std::string> checkpoint_shard_files(const std::string& checkpoint) {
+  h5::File f = h5::File::open(checkpoint);
+  const h5::Group r = f.root();
+  std::vector<std::string> out;
+  if (!r.has("memory") || !r.sub("memory").has("table")) return out;
+  const h5::Group t = r.sub("memory").sub("table");
+  if (!t.has_attr("shard_files")) return out;
+  const std::string names = t.attr_string("shard_files");
+  const std::filesystem::path dir = std::filesystem::path(checkpoint).parent_path();
+  for (size_t a = 0, e; a <= names.size(); a = e + 1) {
+    e = std::min(names.find('\n', a), names.size());
+    out.push_back((dir / names.substr(a, e - a)).string());
+  }
+  return out;
+}
+
+std::vector<std::string> remove_stale_table_shards(const std::string& checkpoint,
+                                                   const std::vector<std::string>& keep) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> removed;
+  const fs::path parent = fs::path(checkpoint).parent_path();
+  const fs::path dir = parent.empty() ? fs::path(".") : parent;
+  const std::string prefix = shard_prefix(checkpoint);
+  std::error_code ec;
+  std::vector<fs::path> stale;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.rfind(prefix, 0) != 0 || name.find(".h5") == std::string::npos) continue;
+    bool kept = false;
+    for (const std::string& k : keep) kept = kept || fs::path(k).filename() == name;
+    if (!kept) stale.push_back(it->path());
+  }
+  for (const fs::path& p : stale)
+    if (fs::remove(p, ec)) removed.push_back(p.string());
+  return removed;
 }
 
 ExperimentConfig checkpoint_config(const std::string& path) {

@@ -291,19 +291,14 @@ std::string inject_layers_text(const MemoryConfig& c) {
 }
 }  // namespace
 
-void MemoryInjector::save(const h5::Group& g) {
+void MemoryInjector::save(const h5::Group& g, const SavedShards* shards) {
   g.set_attr("gate", cfg_.gate);
   g.set_attr("inject_layers", inject_layers_text(cfg_));
-  table_->save(g.create("table"), shards_ ? shards_->receive_slabs(table_->layout().width()) : OtherSlabs{});
+  table_->save(g.create("table"), shards);
   h5::Group d = g.create("dense");
   for_each_dense([&](const char* name, const View& w, bool) {
     if (w.n) d.write<float>(name, std::span<const float>(params_.data() + w.off, w.n), {static_cast<uint64_t>(w.n)});
   });
-}
-
-void MemoryInjector::send_shard() {
-  PG_CHECK(shards_, "send_shard of a table that is not sharded");
-  shards_->send_slabs(*table_);
 }
 
 void MemoryInjector::load(const h5::Group& g) {

@@ -122,10 +122,9 @@ class MemoryInjector : public ResidualInjector {
   std::span<const float> memory_vector() const { return {e_ptr(), static_cast<size_t>(N_ * C_)}; }
 
   // Group: table (sub-group "table"), dense parameter values ("dense/<name>"), attributes gate and layers.
-  // A sharded table: rank 0 calls save (it receives the other ranks' rows), the other ranks send_shard at the
-  // same time; every rank calls load (each reads its own rows).
-  void save(const h5::Group& g);
-  void send_shard();
+  // A sharded table: every rank first writes its shard file (table().save_shard), then rank 0 calls save with the
+  // files' names (MemoryTable::save); every rank calls load (each reads its own rows).
+  void save(const h5::Group& g, const SavedShards* shards = nullptr);
   void load(const h5::Group& g);
   // The table's row exchange (null unless sharded) and its traffic since the last reset.
   TableShards* shards() { return shards_.get(); }

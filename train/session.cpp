@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <exception>
+#include <filesystem>
 
 #include "core/error.h"
 #include "core/timer.h"
@@ -261,18 +263,40 @@ double Session::evaluate(const data::ValidationWindows& val, int64_t n, const da
 }
 
 void Session::save(const std::string& path) {
-  if (table_sharded() && rank() != 0) {
-    mem_->send_shard();
-    return;
+  SavedShards shards;
+  if (table_sharded()) {
+    // Every rank writes its own rows to a file named by the step; only when every rank has does rank 0 write the
+    // checkpoint that maps them (so a checkpoint never maps a shard that is missing or of another step).
+    const int R = ranks();
+    shards.bounds = shard_bounds(mem_->table().layout().rows(), R);
+    for (int q = 0; q < R; ++q)
+      shards.files.push_back(std::filesystem::path(table_shard_path(path, st_.step, q, R)).filename().string());
+    std::exception_ptr failed;
+    double ok = 1;
+    try {
+      mem_->table().save_shard(table_shard_path(path, st_.step, rank(), R));
+    } catch (...) {
+      failed = std::current_exception(), ok = 0;
+    }
+    tree_allreduce(*link_, ok);
+    if (failed) std::rethrow_exception(failed);
+    if (ok < R)
+      throw ResourceError(str("checkpoint ", path, " of step ", st_.step, ": ", R - static_cast<int>(ok), " of ", R,
+                              " ranks could not write their table shard (their error is in their output); the "
+                              "previous checkpoint is kept"));
+    if (rank() != 0) return;
   }
   SectionWriter save_mem;
   int64_t mem_bytes = 0;
   if (mem_) {
-    save_mem = [&](const h5::Group& g) { mem_->save(g); };
+    save_mem = [&](const h5::Group& g) { mem_->save(g, table_sharded() ? &shards : nullptr); };
     const MemoryLayout& L = mem_->table().layout();
-    mem_bytes = L.rows() * (4 * L.width() + 8);  // the whole table and its optimizer state, whoever holds it
+    if (!table_sharded()) mem_bytes = L.rows() * (4 * L.width() + 8);  // the table and its optimizer state
   }
   save_checkpoint(path, cfg_, *model_, adamw_.get(), st_, save_mem, mem_bytes);
+  std::vector<std::string> keep;
+  for (const std::string& f : shards.files) keep.push_back((std::filesystem::path(path).parent_path() / f).string());
+  remove_stale_table_shards(path, keep);  // earlier steps' shards, and those of a run before a --force or resume
 }
 
 ExchangeStats Session::exchange_stats() const {

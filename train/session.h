@@ -81,8 +81,9 @@ class Session {
                   const std::function<void(int64_t, int64_t)>& progress = {});
 
   // Checkpoint (train/checkpoint.h): parameters, AdamW moments (when held), the table and its optimizer, state().
-  // Rank 0 writes the file. With the table sharded by rows every rank must call save (the others send rank 0 their
-  // rows); otherwise only the rank that writes calls it.
+  // Rank 0 writes the file. With the table sharded by rows every rank must call save: each writes its rows to a
+  // shard file of this step (train/checkpoint.h table_shard_path), then rank 0 the checkpoint that maps them, and
+  // removes the shard files of earlier saves; otherwise only the rank that writes calls it.
   void save(const std::string& path);
   // The table is sharded by rows over the ranks (train.table_sharding: rows, more than one rank).
   bool table_sharded() const { return mem_ && mem_->shards(); }

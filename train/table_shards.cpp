@@ -17,7 +17,6 @@ void sendrecv(PeerLink& link, int partner, std::span<const std::byte> send, std:
   link.sendrecv(partner, send, recv);
   if (st) st->seconds += t.seconds(), st->bytes_sent += static_cast<int64_t>(send.size()), ++st->messages;
 }
-constexpr int64_t kSlabBytes = int64_t{64} << 20;  // a checkpoint slab's table part
 }  // namespace
 
 std::vector<int64_t> shard_bounds(int64_t rows, int ranks) {
@@ -67,47 +66,6 @@ void TableShards::fetch(MemoryTable& t, std::span<const int64_t> rows, float* ou
 
 void TableShards::reduce_gradient(SparseGrad& g, ExchangeStats* st) {
   tree_reduce_scatter(link_, g, bounds_, recv_, out_, buf_, st);
-}
-
-OtherSlabs TableShards::receive_slabs(int64_t width) {
-  PG_CHECK(rank() == 0, "receive_slabs on rank ", rank());
-  return [this, width](const std::function<void(const TableSlab&)>& write) {
-    const int64_t per = std::max<int64_t>(1, kSlabBytes / static_cast<int64_t>(width * sizeof(float)));
-    std::vector<std::byte> in;
-    for (int q = 1; q < ranks(); ++q)
-      for (int64_t lo = bounds_[static_cast<size_t>(q)]; lo < bounds_[static_cast<size_t>(q) + 1]; lo += per) {
-        const int64_t n = std::min(per, bounds_[static_cast<size_t>(q) + 1] - lo);
-        const size_t tb = static_cast<size_t>(n * width) * sizeof(float), vb = static_cast<size_t>(n) * sizeof(float);
-        in.resize(tb + vb + static_cast<size_t>(n) * sizeof(int32_t));
-        link_.sendrecv(q, {}, in);
-        TableSlab s;
-        s.lo = lo, s.n = n;
-        s.table = {reinterpret_cast<const float*>(in.data()), static_cast<size_t>(n * width)};
-        s.v = {reinterpret_cast<const float*>(in.data() + tb), static_cast<size_t>(n)};
-        s.last = {reinterpret_cast<const int32_t*>(in.data() + tb + vb), static_cast<size_t>(n)};
-        write(s);
-      }
-  };
-}
-
-void TableShards::send_slabs(const MemoryTable& t) {
-  PG_CHECK(rank() != 0, "send_slabs on rank 0");
-  const int64_t w = t.layout().width(),
-                per = std::max<int64_t>(1, kSlabBytes / static_cast<int64_t>(w * sizeof(float)));
-  const RowRange sh = t.shard();
-  const auto values = t.values();
-  const auto v = t.optimizer().v();
-  const auto last = t.optimizer().last();
-  std::vector<std::byte> outb;
-  for (int64_t lo = sh.lo; lo < sh.hi; lo += per) {
-    const int64_t n = std::min(per, sh.hi - lo), i = lo - sh.lo;
-    const size_t tb = static_cast<size_t>(n * w) * sizeof(float), vb = static_cast<size_t>(n) * sizeof(float);
-    outb.resize(tb + vb + static_cast<size_t>(n) * sizeof(int32_t));
-    std::memcpy(outb.data(), values.data() + i * w, tb);
-    std::memcpy(outb.data() + tb, v.data() + i, vb);
-    std::memcpy(outb.data() + tb + vb, last.data() + i, static_cast<size_t>(n) * sizeof(int32_t));
-    link_.sendrecv(0, outb, {});
-  }
 }
 
 }  // namespace pg

@@ -7,9 +7,10 @@
 //           owner) are exchanged: one round of pairwise exchanges per micro-batch, batched by owner.
 //   grads:  the step's sparse gradient goes to the owners through tree_reduce_scatter (train/grad_tree.h), in the
 //           fixed tree's order; each rank updates its own rows (catch-up and updates stay local).
-//   save:   rank 0 writes the checkpoint; the other ranks stream their rows to it in slabs of at most 64 MiB, which
-//           it writes into the same datasets a replicated run writes (memory/table.h save), so a sharded run's
-//           checkpoint is the replicated run's, bit for bit, and loads with any rank count and either sharding.
+//   save:   each rank writes its rows to a shard file of its own, named by the step (Session::save,
+//           MemoryTable::save_shard); once every rank has, rank 0 writes the checkpoint, whose table datasets map the
+//           shard files' rows (HDF5 virtual datasets): read through it, a sharded run's checkpoint holds the
+//           replicated run's values bit for bit, and it loads with any rank count and either sharding.
 //
 // Every function here is collective: every rank of the link calls it, in the same order.
 #pragma once
@@ -41,11 +42,6 @@ class TableShards {
   void reduce_gradient(SparseGrad& g, ExchangeStats* st = nullptr);
   // x = the sum over ranks in the tree's order (exact for counts).
   void sum(double& x, ExchangeStats* st = nullptr) { tree_allreduce(link_, x, st); }
-
-  // Checkpoints: rank 0 passes the result of receive_slabs() to MemoryTable::save; every other rank calls send_slabs
-  // at the same time.
-  OtherSlabs receive_slabs(int64_t width);
-  void send_slabs(const MemoryTable& t);
 
  private:
   PeerLink& link_;

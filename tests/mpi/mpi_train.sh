@@ -6,7 +6,8 @@
 # attributes aside); the same with the table sharded by rows (train.table_sharding=rows) for flat, engram and
 # pagegram at 2 and 4 ranks. Then: a run stopped after 3 steps with 2 ranks and resumed with 1 (and one stopped with 1
 # and resumed with 4) equals the unbroken run; 3 ranks are refused with one line; an error on one rank only
-# (its corpus is missing) ends every rank instead of leaving the others waiting.
+# (its corpus is missing) ends every rank instead of leaving the others waiting. A run sharded by rows, SIGKILLed at
+# random instants and resumed until it finishes, ends with the unbroken run's bits.
 # Usage: tests/mpi/mpi_train.sh [PAGEGRAM_BINARY] [MPIRUN]
 set -euo pipefail
 
@@ -82,6 +83,30 @@ for np in 2 4; do
 done
 say "  $one (1, 2 and 4 ranks)"
 
+say "export of a table checkpointed by 4 owners = export of one process's table; its model folder stands alone"
+for run in engram-1 engram-rows4; do
+  timeout 120 "$PG" export --checkpoint "$WORK/$run/checkpoint.h5" --out "$WORK/$run.pgt" >"$WORK/$run.export.out" 2>&1 ||
+    { cat "$WORK/$run.export.out"; fail "export $run"; }
+done
+# The same data blocks and table_xxh64 (the header's info names the source checkpoint, which differs).
+/usr/bin/python3 -c '
+import re, struct, sys
+a, b = (open(p, "rb").read() for p in sys.argv[1:])
+h = struct.unpack_from("<Q", a, 16)[0]
+xa, xb = (re.search(rb"info.table_xxh64=(\w+)", x).group(1) for x in (a, b))
+sys.exit(0 if h == struct.unpack_from("<Q", b, 16)[0] and a[4096 * h:] == b[4096 * h:] and xa == xb else 1)' \
+  "$WORK/engram-1.pgt" "$WORK/engram-rows4.pgt" || fail "the .pgt of the sharded checkpoint differs from one process's"
+timeout 120 "$PG" export --checkpoint "$WORK/engram-rows4/checkpoint.h5" --model-dir "$WORK/model4" \
+  >"$WORK/model4.out" 2>&1 || { cat "$WORK/model4.out"; fail "export --model-dir of the sharded checkpoint"; }
+mv "$WORK/model4" "$WORK/model4-moved"  # read from elsewhere, the run directory gone
+mv "$WORK/engram-rows4" "$WORK/engram-rows4-gone"
+gen() { timeout 120 "$PG" generate "$@" --prompt "the" --max-tokens 8 --temperature 0 --ids 2>/dev/null | grep -i 'ids'; }
+g1=$(gen --checkpoint "$WORK/engram-1/checkpoint.h5" --table "$WORK/engram-1.pgt")
+g4=$(gen --model "$WORK/model4-moved")
+[ -n "$g1" ] && [ "$g1" = "$g4" ] || fail "generate from the moved model folder: '$g4', from one process's: '$g1'"
+say "  the same .pgt data blocks and table_xxh64; generate --model (moved): $g4"
+mv "$WORK/engram-rows4-gone" "$WORK/engram-rows4"
+
 say "resume with another rank count"
 # (Collision reading (b) counts owners from the step a process started at: off here, as docs/robustness.md "Kill at any instant" says.)
 NO_OWNERS=(--set memory.collision_owners=false)
@@ -97,6 +122,53 @@ same engram-unbroken resume14
 train rows24 2 --set memory.layout=engram "${NO_OWNERS[@]}" --set train.table_sharding=rows --stop-after 5
 train rows24 4 --set memory.layout=engram "${NO_OWNERS[@]}" --set train.table_sharding=rows --resume
 same engram-unbroken rows24
+
+say "SIGKILL at random instants (table sharded by rows, a checkpoint every step), then --resume: the unbroken run"
+# Every process of the run (mpirun and its ranks) is killed at once, as a node failure would; round 1 as soon as the
+# first checkpoint exists, later rounds after a random delay. Kills land between the ranks' shard writes and rank 0's
+# checkpoint, mid-shard and mid-checkpoint; the run must end with the unbroken run's bits and only its last shards.
+KSETS=(--set memory.layout=engram "${NO_OWNERS[@]}" --set train.steps=48 --set train.eval_interval=16
+       --set train.checkpoint_interval=1)
+train kill-unbroken 1 "${KSETS[@]}"
+KDIR=$WORK/killed
+kills=0 between=0
+for round in $(seq 1 40); do
+  resume=()
+  if [ -e "$KDIR/checkpoint.h5" ]; then resume=(--resume); else rm -f "$KDIR/log.h5"; fi  # as scripts/main.sh does
+  "$MPIRUN" -np 2 --oversubscribe "$PG" train --config "$CFG" "${SETS[@]}" "${KSETS[@]}" \
+    --set train.table_sharding=rows --set "train.out_dir=$KDIR" "${resume[@]}" >>"$KDIR.out" 2>&1 &
+  pid=$!
+  if [ "$round" = 1 ]; then
+    for _ in $(seq 1 600); do [ -e "$KDIR/checkpoint.h5" ] || ! kill -0 $pid 2>/dev/null && break; sleep 0.01; done
+  else
+    sleep "0.$((RANDOM % 9))$((RANDOM % 10))"
+  fi
+  if kill -0 $pid 2>/dev/null; then
+    pkill -9 -f -- "train.out_dir=$KDIR" || true
+    kills=$((kills + 1))
+  fi
+  set +e
+  { wait $pid; } 2>/dev/null
+  rc=$?
+  set -e
+  if [ $rc = 0 ]; then break; fi
+  # Shard files of a step after the checkpoint's: this kill landed between the shard writes and the checkpoint.
+  ahead=$(/usr/bin/python3 -c '
+import glob, h5py, os, re, sys
+d = sys.argv[1]
+step = h5py.File(d + "/checkpoint.h5", "r").attrs["step"] if os.path.exists(d + "/checkpoint.h5") else 0
+print(sum(int(re.search(r"table-(\d+)-", f).group(1)) > step for f in glob.glob(d + "/checkpoint.table-*.h5")))' "$KDIR")
+  [ "$ahead" = 0 ] || between=$((between + 1))
+  pgrep -f -- "train.out_dir=$KDIR" >/dev/null && { sleep 1; pkill -9 -f -- "train.out_dir=$KDIR" || true; }
+  [ $rc -ge 128 ] || grep -q 'ORTE has lost communication\|killed\|Killed\|exited on signal' "$KDIR.out" ||
+    { tail -n 20 "$KDIR.out"; fail "killed run: exit $rc, not a kill"; }
+done
+[ $rc = 0 ] || { tail -n 20 "$KDIR.out"; fail "the killed run did not finish in 40 rounds"; }
+[ $kills -ge 1 ] || fail "the run was never killed"
+same kill-unbroken killed
+shards=$(cd "$KDIR" && ls checkpoint.table-* | tr '\n' ' ')
+[ "$shards" = "checkpoint.table-48-0of2.h5 checkpoint.table-48-1of2.h5 " ] || fail "shard files left: $shards"
+say "  $kills kills in $round rounds ($between between the shard writes and the checkpoint); left: $shards"
 
 say "3 ranks: refused with one line"
 set +e
@@ -121,4 +193,4 @@ set -e
 [ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "one bad rank: exit $rc (expected an error, not success or a hang)"
 grep -q 'error: .*\[rank 1 of 2; ending every rank\]$' "$WORK/onebad.out" || { cat "$WORK/onebad.out"; fail "no error line from rank 1"; }
 say "  exit $rc: $(grep -o 'error: .*' "$WORK/onebad.out" | head -n 1)"
-say "PASS: 1 process = 2 ranks = 4 ranks for none, flat, engram, pagegram, replicated and sharded by rows; eval with the table sharded; resume across rank counts; errors end every rank"
+say "PASS: 1 process = 2 ranks = 4 ranks for none, flat, engram, pagegram, replicated and sharded by rows; eval with the table sharded; resume across rank counts; kills at random instants of a sharded run; errors end every rank"

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <deque>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <random>
@@ -20,6 +21,7 @@
 #include "train/config.h"
 #include "train/grad_tree.h"
 #include "train/session.h"
+#include "train/trained_model.h"
 #include "train/trainer.h"
 #include "tests/test_util.h"
 
@@ -362,10 +364,80 @@ TEST_P(ShardedRanks, CheckpointsResumeWithAnotherRankCount) {
   const auto a = datasets(run("2to4", 4, "rows", -1, true));
   run("4to1", 4, "rows", 3, false);
   const auto b = datasets(run("4to1", 1, "replicated", -1, true));
+  for (const auto& e : fs::directory_iterator(dir_ / (GetParam() + "_resume_4to1")))  // a whole table's save
+    EXPECT_NE(e.path().filename().string().rfind("checkpoint.table-", 0), 0u) << "left: " << e.path();
   for (const auto& [k, v] : unbroken) {
     EXPECT_TRUE(a.count(k) && a.at(k) == v) << GetParam() << " rows 2 -> rows 4: " << k;
     EXPECT_TRUE(b.count(k) && b.at(k) == v) << GetParam() << " rows 4 -> 1 process: " << k;
   }
+}
+
+// The owners write a sharded table's checkpoint: one shard file per rank, named by the step, which the checkpoint maps
+// (virtual datasets). The checkpoint's rename commits a save: shards of a later step left by a kill before it are
+// never read (the run resumes from the step the checkpoint names, and ends with the unbroken run's bits) and go at
+// the next save; a missing shard, or one of another step, is refused with the file's name.
+TEST_P(ShardedRanks, ShardFilesAreWrittenByTheirOwnersAndCommittedByTheCheckpoint) {
+  ExperimentConfig c = base_;
+  c.memory.layout = GetParam();
+  c.memory.collision_owners = false;
+  const auto run = [&](const std::string& dir, int R, int64_t stop_after, bool resume) {
+    ExperimentConfig rc = c;
+    rc.train.table_sharding = "rows";
+    rc.train.out_dir = (dir_ / (GetParam() + "_owners_" + dir)).string();
+    return train_ranks(rc, R, stop_after, resume);
+  };
+  const auto shard_files = [](const std::string& dir) {
+    std::set<std::string> out;
+    for (const auto& e : fs::directory_iterator(dir))
+      if (e.path().filename().string().rfind("checkpoint.table-", 0) == 0) out.insert(e.path().filename().string());
+    return out;
+  };
+  const auto unbroken = datasets(run("unbroken", 1, -1, false));
+  const std::string a = run("a", 2, 3, false);
+  ASSERT_EQ(shard_files(a), (std::set<std::string>{"checkpoint.table-3-0of2.h5", "checkpoint.table-3-1of2.h5"}));
+  {
+    h5::File f = h5::File::open(a + "/checkpoint.h5");
+    const h5::Group t = f.root().sub("memory").sub("table");
+    EXPECT_TRUE(t.is_virtual("table"));
+    EXPECT_TRUE(t.sub("optimizer").is_virtual("v"));
+    EXPECT_EQ(checkpoint_shard_files(a + "/checkpoint.h5"),
+              (std::vector<std::string>{a + "/checkpoint.table-3-0of2.h5", a + "/checkpoint.table-3-1of2.h5"}));
+  }
+  // What a kill between the shard writes of step 5 and the checkpoint's rename leaves: step 5's shards (and a
+  // temporary) beside step 3's checkpoint.
+  const std::string later = run("later", 2, 5, false);
+  for (const std::string q : {"0", "1"})
+    fs::copy_file(later + "/checkpoint.table-5-" + q + "of2.h5", a + "/checkpoint.table-5-" + q + "of2.h5");
+  fs::copy_file(later + "/checkpoint.table-5-0of2.h5", a + "/checkpoint.table-5-0of2.h5.tmp.999999");
+  // Refusals, on a copy: a missing shard, then a shard of another step under the name of step 3's.
+  const fs::path b = dir_ / (GetParam() + "_owners_b");
+  fs::create_directories(b);
+  for (const auto& e : fs::directory_iterator(a)) fs::copy_file(e.path(), b / e.path().filename());
+  const auto refusal = [&] {
+    try {
+      load_trained_model((b / "checkpoint.h5").string(), {});
+    } catch (const IoError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(loaded)");
+  };
+  fs::remove(b / "checkpoint.table-3-1of2.h5");
+  std::string m = refusal();
+  EXPECT_NE(m.find("table shard 1 of 2"), std::string::npos) << m;
+  EXPECT_NE(m.find("checkpoint.table-3-1of2.h5, which is missing"), std::string::npos) << m;
+  EXPECT_NE(m.find("hint"), std::string::npos) << m;
+  EXPECT_EQ(m.find('\n'), std::string::npos) << m;
+  fs::copy_file(b / "checkpoint.table-5-1of2.h5", b / "checkpoint.table-3-1of2.h5");
+  m = refusal();
+  EXPECT_NE(m.find("checkpoint.table-3-1of2.h5: attribute 'completed_step' = 5"), std::string::npos) << m;
+  { std::ofstream(b / "checkpoint.table-3-1of2.h5", std::ios::trunc) << "not a shard"; }
+  m = refusal();
+  EXPECT_NE(m.find("checkpoint.table-3-1of2.h5"), std::string::npos) << m;
+  // The run resumes from step 3 (with 4 ranks), ends as the unbroken run, and only the final save's shards remain.
+  const auto resumed = datasets(run("a", 4, -1, true));
+  for (const auto& [k, v] : unbroken) EXPECT_TRUE(resumed.count(k) && resumed.at(k) == v) << GetParam() << ": " << k;
+  EXPECT_EQ(shard_files(a), (std::set<std::string>{"checkpoint.table-6-0of4.h5", "checkpoint.table-6-1of4.h5",
+                                                   "checkpoint.table-6-2of4.h5", "checkpoint.table-6-3of4.h5"}));
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, SimulatedRanks, ::testing::ValuesIn(memory_layout_choices()));
