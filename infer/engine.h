@@ -83,6 +83,9 @@ class Engine {
   // Why there is no tokenizer (its expected path and a hint), for the error of a request that needs one.
   void set_tokenizer_note(std::string note) { tokenizer_note_ = std::move(note); }
   TableSource* source() { return source_.get(); }
+  // Rows of the checkpoint's fp32 table this engine holds in RAM: all of them when it serves from RAM, none when it
+  // serves a table file (open_engine then never loads them).
+  int64_t fp32_table_rows() const { return tm_.mem() ? tm_.mem()->table().shard().size() : 0; }
   const EngineStats& stats() const { return stats_; }
   void reset_stats();
 

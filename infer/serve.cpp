@@ -49,6 +49,7 @@ std::unique_ptr<Engine> open_engine(const EngineOptions& options) {
   to.open_data = false;
   to.table_ready = true;  // the table's decay replayed: the values an export writes
   to.micro_batch = 1;  // the decoder has its own scratch
+  to.table_rows = o.table.empty();  // served from a table file, the checkpoint's fp32 table is never held
   TrainedModel tm = load_trained_model(o.checkpoint, to);
   std::string no_tokenizer;  // why there is none, for the error of a request that needs one (ids-only use works)
   if (!o.tokenizer.empty() && !std::filesystem::is_regular_file(o.tokenizer))
@@ -62,7 +63,8 @@ std::unique_ptr<Engine> open_engine(const EngineOptions& options) {
   std::unique_ptr<TableSource> src;
   if (!o.table.empty()) {
     if (!tm.mem()) throw UserError(str("--table ", o.table, ": ", o.checkpoint, " was trained without a memory table"));
-    check_table_fingerprint(o.table, o.checkpoint, table_fingerprint(tm.mem()->table()));
+    // The checkpoint's table streamed through the digest (a table larger than this process serves from disk).
+    check_table_fingerprint(o.table, o.checkpoint, saved_table_fingerprint(o.checkpoint, tm.mem()->table()));
     src = open_table_file(o.table, tm.mem()->table().layout(), tm.cfg().memory, tm.cfg().model.d_model,
                           tm.data && tm.data->tokenizer ? tm.data->tokenizer->pieces() : std::vector<std::string>{},
                           {.mode = o.table_mode, .cache_bytes = o.cache_bytes, .progress = o.progress});

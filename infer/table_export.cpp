@@ -23,6 +23,21 @@ std::string table_fingerprint(const MemoryTable& table) {
   return data::hex64(data::xxh64_bytes(v.data(), v.size_bytes()));
 }
 
+std::string saved_table_fingerprint(const std::string& checkpoint, const MemoryTable& table) {
+  const h5::File f = h5::File::open(checkpoint);
+  const h5::Group g = f.root().sub("memory").sub("table");
+  const int64_t rows = table.layout().rows(), w = table.layout().width();
+  const int64_t per = std::max<int64_t>(1, (int64_t{64} << 20) / (w * static_cast<int64_t>(sizeof(float))));
+  std::vector<float> buf(static_cast<size_t>(std::min(per, rows) * w));
+  data::Xxh64Stream digest;
+  for (int64_t r0 = 0; r0 < rows; r0 += per) {
+    const int64_t n = std::min(per, rows - r0);
+    table.read_saved_rows(g, r0, n, buf.data());
+    digest.update(buf.data(), static_cast<size_t>(n * w) * sizeof(float));
+  }
+  return data::hex64(digest.digest());
+}
+
 void check_table_fingerprint(const std::string& table_path, const std::string& checkpoint,
                              const std::string& fingerprint) {
   const std::string in_file = TableFileReader::read_header(table_path).identity_value("info.table_xxh64");

@@ -20,6 +20,9 @@ class MemoryTable;
 // of a checkpoint records it in the file (identity line info.table_xxh64); generate and serve compare it with the
 // checkpoint they load and refuse a table file exported from another checkpoint.
 std::string table_fingerprint(const MemoryTable& table);
+// The same of the table saved in `checkpoint`, streamed from it slab by slab (MemoryTable::read_saved_rows): `table`
+// (its layout and optimizer settings; it may hold no rows) need not hold the saved rows, nor the process the table.
+std::string saved_table_fingerprint(const std::string& checkpoint, const MemoryTable& table);
 // Refuses (UserError) a table file whose info.table_xxh64 differs from `fingerprint` (files without it, written
 // before the field or from a config, are accepted and said so by the caller's description).
 void check_table_fingerprint(const std::string& table_path, const std::string& checkpoint,

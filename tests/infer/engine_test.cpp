@@ -158,6 +158,8 @@ TEST_F(EngineTest, EverySourceGivesTheSameTokensForTheSameTableAndAnyThreadCount
   omp_set_num_threads(2);
   // The fp32 table gives the logits of the NF4 file up to the quantization error, not bit for bit.
   std::unique_ptr<Engine> ram = engine("pagegram"), file = engine("pagegram", "mmap");
+  EXPECT_GT(ram->fp32_table_rows(), 0);
+  EXPECT_EQ(file->fp32_table_rows(), 0);
   std::vector<std::vector<float>> a, b;
   greedy(*ram, p, 1, &a);
   greedy(*file, p, 1, &b);
@@ -179,6 +181,7 @@ TEST_F(EngineTest, AnMxfp8TableServesLikeNf4FromEverySource) {
     o.progress = false;
     std::unique_ptr<Engine> e = open_engine(o);
     EXPECT_NE(e->source()->describe().find("mxfp8"), std::string::npos);
+    EXPECT_EQ(e->fp32_table_rows(), 0);  // served from the file: the checkpoint's fp32 table was never loaded
     std::vector<std::vector<float>> l;
     got.push_back(greedy(*e, p, 8, &l));
     first.push_back(l[0]);
