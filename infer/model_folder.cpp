@@ -83,27 +83,39 @@ ModelFolderResult write_model_folder(const ModelFolderOptions& o) {
   if (tk.vocab_size() != cfg.model.vocab)
     throw UserError(str("tokenizer ", tokenizer, ": ", tk.vocab_size(), " pieces, the checkpoint's model.vocab is ",
                         cfg.model.vocab, " (hint: the tokenizer the checkpoint was trained with)"));
+  copy_atomic(tokenizer, r.paths.tokenizer);
+  // The checkpoint is copied first and the table exported from the copy, so the folder holds one checkpoint even
+  // while a training replaces its own. A checkpoint of a table sharded by rows maps its shard files: the ones the
+  // copy maps come along (the checkpoint a training replaces keeps its files until its next save) before the copy is
+  // renamed into place, as training writes them; shard files of an earlier export into this folder go.
+  const std::string tmp = r.paths.checkpoint + ".tmp";
+  std::error_code ec;
+  fs::copy_file(o.checkpoint, tmp, fs::copy_options::overwrite_existing, ec);
+  if (ec) throw IoError(str("copying ", o.checkpoint, " to ", tmp, ": ", ec.message()));
+  std::vector<std::string> shards;
+  try {
+    for (const std::string& f : checkpoint_shard_files(tmp)) {
+      shards.push_back((fs::path(o.dir) / fs::path(f).filename()).string());
+      copy_atomic((fs::path(o.checkpoint).parent_path() / fs::path(f).filename()).string(), shards.back());
+    }
+  } catch (...) {
+    h5::remove_quietly(tmp);
+    throw;
+  }
+  h5::commit_atomic(tmp, r.paths.checkpoint);
+  remove_stale_table_shards(r.paths.checkpoint, shards);
   if (cfg.memory.enabled()) {
     TableExportOptions eo;
-    eo.checkpoint = o.checkpoint;
+    eo.checkpoint = r.paths.checkpoint;
     eo.quantization = o.quantization;
     eo.info = o.info;
+    eo.info.push_back({"trained_checkpoint", o.checkpoint});  // where the folder's checkpoint was copied from
     r.table = export_table(eo, table);
     r.paths.table = table;
     r.has_table = true;
   } else if (fs::exists(table)) {
     fs::remove(table);  // a table of an earlier export would be served beside a model without one
   }
-  copy_atomic(tokenizer, r.paths.tokenizer);
-  // A checkpoint of a table sharded by rows maps its shard files: they come along (before it, as training writes
-  // them), and shard files of an earlier export into this folder go.
-  std::vector<std::string> shards;
-  for (const std::string& f : checkpoint_shard_files(o.checkpoint)) {
-    shards.push_back((fs::path(o.dir) / fs::path(f).filename()).string());
-    copy_atomic(f, shards.back());
-  }
-  copy_atomic(o.checkpoint, r.paths.checkpoint);
-  remove_stale_table_shards(r.paths.checkpoint, shards);
   return r;
 }
 

@@ -27,12 +27,13 @@ std::string saved_table_fingerprint(const std::string& checkpoint, const MemoryT
   const h5::File f = h5::File::open(checkpoint);
   const h5::Group g = f.root().sub("memory").sub("table");
   const int64_t rows = table.layout().rows(), w = table.layout().width();
+  const SavedTable saved(g, rows, w);
   const int64_t per = std::max<int64_t>(1, (int64_t{64} << 20) / (w * static_cast<int64_t>(sizeof(float))));
   std::vector<float> buf(static_cast<size_t>(std::min(per, rows) * w));
   data::Xxh64Stream digest;
   for (int64_t r0 = 0; r0 < rows; r0 += per) {
     const int64_t n = std::min(per, rows - r0);
-    table.read_saved_rows(g, r0, n, buf.data());
+    table.read_saved_rows(saved, r0, n, buf.data());
     digest.update(buf.data(), static_cast<size_t>(n * w) * sizeof(float));
   }
   return data::hex64(digest.digest());
@@ -104,6 +105,7 @@ TableExportResult export_table(const TableExportOptions& o, const std::string& o
       const h5::File f = h5::File::open(o.checkpoint);
       const h5::Group g = f.root().sub("memory").sub("table");
       const MemoryTable& table = tm.mem()->table();
+      const SavedTable saved(g, L->rows(), L->width());
       data::Xxh64Stream digest;  // the table_fingerprint of the materialized table, row by row
       w.finish_info = [&](std::vector<std::pair<std::string, std::string>>& info) {
         for (auto& [k, v] : info)
@@ -112,7 +114,7 @@ TableExportResult export_table(const TableExportOptions& o, const std::string& o
       r.header = write_table_file(
           out, *L,
           [&](int64_t r0, int64_t n, float* dst) {
-            table.read_saved_rows(g, r0, n, dst);
+            table.read_saved_rows(saved, r0, n, dst);
             digest.update(dst, static_cast<size_t>(n * L->width()) * sizeof(float));
           },
           w);

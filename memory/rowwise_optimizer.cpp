@@ -2,6 +2,7 @@
 // rows give the same bits for any thread count.
 #include "memory/rowwise_optimizer.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/error.h"
@@ -111,31 +112,26 @@ void RowwiseRmsOptimizer::save(const h5::Group& g) const {
   g.set_attr("weight_decay", s_.weight_decay);
 }
 
-void RowwiseRmsOptimizer::load(const h5::Group& g, int64_t completed_step) { load_slab(g, 0, rows_, completed_step); }
-
-void RowwiseRmsOptimizer::save_slab(const h5::Group& g, int64_t row0, int64_t total_rows) const {
-  PG_CHECK(row0 >= 0 && row0 + rows_ <= total_rows);
-  if (row0 == 0) {
-    g.create_dataset<float>("v", {static_cast<uint64_t>(total_rows)});
-    g.create_dataset<int32_t>("last", {static_cast<uint64_t>(total_rows)});
-    g.set_attr("beta2", s_.beta2);
-    g.set_attr("eps", s_.eps);
-    g.set_attr("weight_decay", s_.weight_decay);
-  }
-  g.write_slab<float>("v", static_cast<uint64_t>(row0), v_);
-  g.write_slab<int32_t>("last", static_cast<uint64_t>(row0), last_);
+void RowwiseRmsOptimizer::load(const h5::Group& g, int64_t completed_step) {
+  g.read_into<float>("v", std::span<float>(v_), {static_cast<uint64_t>(rows_)});
+  g.read_into<int32_t>("last", std::span<int32_t>(last_), {static_cast<uint64_t>(rows_)});
+  check_state(v_, last_, 0, completed_step, g.file() + ":" + g.path());
 }
 
-void RowwiseRmsOptimizer::load_slab(const h5::Group& g, int64_t row0, int64_t total_rows, int64_t completed_step) {
-  g.check_shape("v", {static_cast<uint64_t>(total_rows)});
-  g.check_shape("last", {static_cast<uint64_t>(total_rows)});
-  g.read_slab<float>("v", static_cast<uint64_t>(row0), std::span<float>(v_));
-  g.read_slab<int32_t>("last", static_cast<uint64_t>(row0), std::span<int32_t>(last_));
-  for (int64_t r = 0; r < rows_; ++r) {
-    const float v = v_[static_cast<size_t>(r)];
-    const int32_t l = last_[static_cast<size_t>(r)];
-    if (!(std::isfinite(v) && v >= 0.0f) || l < 0 || l > completed_step)
-      throw IoError(str(g.file(), ":", g.path(), ": optimizer state of row ", row0 + r, " is invalid (v = ", v,
+void RowwiseRmsOptimizer::set_state(std::span<const float> v, std::span<const int32_t> last) {
+  PG_CHECK(static_cast<int64_t>(v.size()) == rows_ && static_cast<int64_t>(last.size()) == rows_, "optimizer state of ",
+           v.size(), " rows for ", rows_);
+  std::copy(v.begin(), v.end(), v_.begin());
+  std::copy(last.begin(), last.end(), last_.begin());
+}
+
+void RowwiseRmsOptimizer::check_state(std::span<const float> v, std::span<const int32_t> last, int64_t row0,
+                                      int64_t completed_step, const std::string& where) {
+  for (size_t r = 0; r < v.size(); ++r) {
+    const float x = v[r];
+    const int32_t l = last[r];
+    if (!(std::isfinite(x) && x >= 0.0f) || l < 0 || l > completed_step)
+      throw IoError(str(where, ": optimizer state of row ", row0 + static_cast<int64_t>(r), " is invalid (v = ", x,
                         ", last step = ", l, ", table step = ", completed_step,
                         ") (hint: the file is corrupt or was edited)"));
   }

@@ -9,6 +9,7 @@
 #pragma once
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "core/h5.h"
@@ -49,11 +50,13 @@ class RowwiseRmsOptimizer {
   // Datasets "v" [rows] and "last" [rows] of a group; load validates shapes and values (IoError).
   void save(const h5::Group& g) const;
   void load(const h5::Group& g, int64_t completed_step);
-  // The same for the rows of one shard of a larger table (memory/table.h): save_slab writes this optimizer's rows
-  // at row0 of datasets "v" and "last" of total_rows that the first shard's save_slab creates (row0 == 0); load_slab
-  // reads them from there (the datasets must hold total_rows).
-  void save_slab(const h5::Group& g, int64_t row0, int64_t total_rows) const;
-  void load_slab(const h5::Group& g, int64_t row0, int64_t total_rows, int64_t completed_step);
+  // The state of this optimizer's rows read elsewhere (a saved table's range, memory/table.h SavedTable, which
+  // validated it with check_state): copied in.
+  void set_state(std::span<const float> v, std::span<const int32_t> last);
+  // IoError naming `where` and the row (row0 + i) unless every v is finite and >= 0 and every last in
+  // [0, completed_step].
+  static void check_state(std::span<const float> v, std::span<const int32_t> last, int64_t row0, int64_t completed_step,
+                          const std::string& where);
 
  private:
   void extend_schedule(int64_t t);  // grows log_decay_ and beta2_pow_ to cover step t (outside parallel regions)

@@ -143,6 +143,7 @@ void MemoryTable::save(const h5::Group& g, const SavedShards* shards) const {
     last.push_back({shards->files[q], "last", lo, n});
     names += (q ? "\n" : "") + shards->files[q];
   }
+  g.set_attr("save_id", shards->save_id);
   g.set_attr("shard_files", names);
   g.write<int64_t>("shard_bounds", shards->bounds);
   // Rows whose shard file is missing read as NaN (table, v) and -1 (last): refused by load, visible to h5py.
@@ -155,7 +156,7 @@ void MemoryTable::save(const h5::Group& g, const SavedShards* shards) const {
   o.create_virtual<int32_t>("last", {rows}, last, -1);
 }
 
-void MemoryTable::save_shard(const std::string& path) const {
+void MemoryTable::save_shard(const std::string& path, const std::string& save_id) const {
   PG_CHECK(pending_.size() == 0, "saving a memory table shard with a pending gradient");
   const uint64_t n = static_cast<uint64_t>(shard_.size()), w = static_cast<uint64_t>(layout_->width());
   h5::write_atomic(
@@ -163,6 +164,7 @@ void MemoryTable::save_shard(const std::string& path) const {
       [&](const h5::Group& r) {
         r.set_attr("format", std::string(kTableShardFormat));
         r.set_attr("format_version", kTableShardFormatVersion);
+        r.set_attr("save_id", save_id);
         r.set_attr("completed_step", step_);
         r.set_attr("lo", shard_.lo);
         r.set_attr("hi", shard_.hi);
@@ -176,54 +178,111 @@ void MemoryTable::save_shard(const std::string& path) const {
 }
 
 namespace {
-// A sharded table's group (save with shards): every shard file it maps is there, of this format, and holds its rows
-// of this table as of `step`. Whole tables (no "shard_files") pass.
-void check_saved_shards(const h5::Group& g, int64_t rows, int64_t width, int64_t step) {
-  if (!g.has_attr("shard_files")) return;
-  const std::string where = g.file() + ":" + g.path();
+const char* const kKeepShards =
+    "(hint: a checkpoint of a table sharded by rows is its .h5 file and the shard files beside it, written by one "
+    "save: keep and copy them together; training writes them into one folder every rank shares)";
+
+// Opens shard q's file and checks it is the one a save (save_id, step) of a table of rows x width wrote for rows
+// [lo, hi). `where`: the group or save that names it.
+h5::File open_shard(const std::string& path, size_t q, size_t shards, int64_t lo, int64_t hi, int64_t rows,
+                    int64_t width, int64_t step, const std::string& save_id, const std::string& where) {
+  const std::string shard = str("table shard ", q, " of ", shards, " (rows [", lo, ", ", hi, "))");
+  if (!std::filesystem::exists(path))
+    throw IoError(str(where, ": ", shard, " is in ", path, ", which is missing ", kKeepShards));
+  h5::File f = h5::File::open(path);
+  const h5::Group r = f.root();
+  if (!r.has_attr("format") || r.attr_string("format") != kTableShardFormat || !r.has_attr("format_version") ||
+      r.attr_int("format_version") != kTableShardFormatVersion)
+    throw IoError(str(path, ": not a pagegram table shard of format version ", kTableShardFormatVersion, " (", shard,
+                      " of ", where, ") ", kKeepShards));
+  const std::string id = r.has_attr("save_id") ? r.attr_string("save_id") : "";
+  if (id != save_id)
+    throw IoError(str(path, ": a shard of save '", id, "', ", where, " maps save '", save_id, "' for its ", shard,
+                      " (another run's or another save's file under this name) ", kKeepShards));
+  const auto want = [&](const char* attr, int64_t v) {
+    const int64_t got = r.attr_int(attr);
+    if (got != v)
+      throw IoError(str(path, ": attribute '", attr, "' = ", got, ", ", where, " expects ", v, " for its ", shard, " ",
+                        kKeepShards));
+  };
+  want("completed_step", step);
+  want("lo", lo);
+  want("hi", hi);
+  want("rows", rows);
+  want("width", width);
+  const auto n = static_cast<uint64_t>(hi - lo);
+  r.check_shape("table", {n, static_cast<uint64_t>(width)});
+  r.check_shape("v", {n});
+  r.check_shape("last", {n});
+  return f;
+}
+}  // namespace
+
+void MemoryTable::check_shards(const SavedShards& shards, const std::string& dir) const {
+  PG_CHECK(shards.files.size() + 1 == shards.bounds.size(), "check_shards: ", shards.files.size(), " files");
+  for (size_t q = 0; q < shards.files.size(); ++q)
+    open_shard((std::filesystem::path(dir) / shards.files[q]).string(), q, shards.files.size(), shards.bounds[q],
+               shards.bounds[q + 1], layout_->rows(), layout_->width(), step_, shards.save_id,
+               str("save '", shards.save_id, "' of step ", step_));
+}
+
+SavedTable::SavedTable(const h5::Group& g, int64_t rows, int64_t width)
+    : g_(g), rows_(rows), width_(width), where_(g.file() + ":" + g.path()) {
+  step_ = g.attr_int("completed_step");
+  if (step_ < 0 || step_ >= INT32_MAX)
+    throw IoError(str(where_, ": completed_step ", step_, " is invalid (corrupt file?)"));
+  g.check_shape("table", {static_cast<uint64_t>(rows), static_cast<uint64_t>(width)});
+  if (!g.has_attr("shard_files")) {
+    g.sub("optimizer").check_shape("v", {static_cast<uint64_t>(rows)});
+    g.sub("optimizer").check_shape("last", {static_cast<uint64_t>(rows)});
+    return;
+  }
   std::vector<std::string> files;
   const std::string names = g.attr_string("shard_files");
   for (size_t a = 0, e; a <= names.size(); a = e + 1) {
     e = std::min(names.find('\n', a), names.size());
     files.push_back(names.substr(a, e - a));
   }
-  const std::vector<int64_t> b = g.read<int64_t>("shard_bounds");
-  if (b.size() != files.size() + 1 || b.front() != 0 || b.back() != rows || !std::is_sorted(b.begin(), b.end()))
-    throw IoError(str(where, ": shard_bounds do not split the table's ", rows, " rows among its ", files.size(),
+  bounds_ = g.read<int64_t>("shard_bounds");
+  if (bounds_.size() != files.size() + 1 || bounds_.front() != 0 || bounds_.back() != rows ||
+      !std::is_sorted(bounds_.begin(), bounds_.end()))
+    throw IoError(str(where_, ": shard_bounds do not split the table's ", rows, " rows among its ", files.size(),
                       " shard files (hint: the checkpoint is corrupt or edited)"));
+  const std::string save_id = g.has_attr("save_id") ? g.attr_string("save_id") : "";
   const std::filesystem::path dir = std::filesystem::path(g.file()).parent_path();
-  for (size_t q = 0; q < files.size(); ++q) {
-    const std::string path = (dir / files[q]).string();
-    const std::string shard = str("table shard ", q, " of ", files.size(), " (rows [", b[q], ", ", b[q + 1], "))");
-    const std::string keep =
-        "(hint: a checkpoint of a table sharded by rows is its .h5 file and the shard files "
-        "beside it, written at the same step: keep and copy them together)";
-    if (!std::filesystem::exists(path))
-      throw IoError(str(where, ": ", shard, " is in ", path, ", which is missing ", keep));
-    const h5::File f = h5::File::open(path);
-    const h5::Group r = f.root();
-    if (!r.has_attr("format") || r.attr_string("format") != kTableShardFormat ||
-        r.attr_int("format_version") != kTableShardFormatVersion)
-      throw IoError(str(path, ": not a pagegram table shard of format version ", kTableShardFormatVersion, " (", shard,
-                        " of ", where, ") ", keep));
-    const auto want = [&](const char* attr, int64_t v) {
-      const int64_t got = r.attr_int(attr);
-      if (got != v)
-        throw IoError(str(path, ": attribute '", attr, "' = ", got, ", the checkpoint ", where, " expects ", v,
-                          " for its ", shard, " ", keep));
-    };
-    want("completed_step", step);
-    want("lo", b[q]);
-    want("hi", b[q + 1]);
-    want("rows", rows);
-    want("width", width);
-    const auto n = static_cast<uint64_t>(b[q + 1] - b[q]);
-    r.check_shape("table", {n, static_cast<uint64_t>(width)});
-    r.check_shape("v", {n});
-    r.check_shape("last", {n});
+  for (size_t q = 0; q < files.size(); ++q)
+    files_.push_back(open_shard((dir / files[q]).string(), q, files.size(), bounds_[q], bounds_[q + 1], rows, width,
+                                step_, save_id, where_));
+}
+
+void SavedTable::read(int64_t r0, int64_t n, float* table, float* v, int32_t* last) const {
+  PG_CHECK(r0 >= 0 && n >= 0 && r0 + n <= rows_, "SavedTable::read [", r0, ", ", r0 + n, ") of ", rows_, " rows");
+  const auto part = [&](const h5::Group& src, const h5::Group& opt, const std::string& where, int64_t row0, int64_t a,
+                        int64_t b) {  // rows [a, b) of the table, held by src from its row row0
+    const auto at = static_cast<uint64_t>(a - row0);
+    const int64_t k = b - a, i = a - r0;
+    float* t = table + i * width_;
+    src.read_slab<float>("table", at, std::span<float>(t, static_cast<size_t>(k * width_)));
+    opt.read_slab<float>("v", at, std::span<float>(v + i, static_cast<size_t>(k)));
+    opt.read_slab<int32_t>("last", at, std::span<int32_t>(last + i, static_cast<size_t>(k)));
+    for (int64_t j = 0; j < k * width_; ++j)
+      if (!std::isfinite(t[j]))
+        throw IoError(str(where, "/table: non-finite value at row ", a + j / width_,
+                          " (hint: a diverged run or a corrupt file)"));
+    RowwiseRmsOptimizer::check_state({v + i, static_cast<size_t>(k)}, {last + i, static_cast<size_t>(k)}, a, step_,
+                                     where);
+  };
+  if (bounds_.empty()) {
+    part(g_, g_.sub("optimizer"), where_, 0, r0, r0 + n);
+    return;
+  }
+  for (size_t q = 0; q + 1 < bounds_.size(); ++q) {
+    const int64_t a = std::max(r0, bounds_[q]), b = std::min(r0 + n, bounds_[q + 1]);
+    if (a >= b) continue;
+    const h5::Group root = files_[q].root();
+    part(root, root, files_[q].path() + ":", bounds_[q], a, b);
   }
 }
-}  // namespace
 
 void MemoryTable::load(const h5::Group& g) {
   const std::string where = g.file() + ":" + g.path();
@@ -243,41 +302,24 @@ void MemoryTable::load(const h5::Group& g) {
   if (saved_seeds != seeds)
     throw IoError(str(where, ": the saved hash seeds differ from this build's (hash format changed without a version ",
                       "bump, or a corrupt file) (hint: hash_version ", kHashVersion, ")"));
-  const int64_t step = g.attr_int("completed_step");
-  if (step < 0 || step >= INT32_MAX)
-    throw IoError(str(where, ": completed_step ", step, " is invalid (corrupt file?)"));
-  g.check_shape("table", {static_cast<uint64_t>(layout_->rows()), static_cast<uint64_t>(layout_->width())});
-  check_saved_shards(g, layout_->rows(), layout_->width(), step);
-  g.read_slab<float>("table", static_cast<uint64_t>(shard_.lo), std::span<float>(values_));
-  int64_t bad = -1;
-  for (size_t i = 0; i < values_.size() && bad < 0; ++i)
-    if (!std::isfinite(values_[i])) bad = static_cast<int64_t>(i);
-  if (bad >= 0)
-    throw IoError(str(where, "/table: non-finite value at row ", shard_.lo + bad / layout_->width(),
-                      " (hint: a diverged run or a corrupt file)"));
-  opt_.load_slab(g.sub("optimizer"), shard_.lo, layout_->rows(), step);
-  step_ = step;
+  const SavedTable saved(g, layout_->rows(), layout_->width());
+  std::vector<float> v(static_cast<size_t>(shard_.size()));
+  std::vector<int32_t> last(static_cast<size_t>(shard_.size()));
+  saved.read(shard_.lo, shard_.size(), values_.data(), v.data(), last.data());
+  opt_.set_state(v, last);
+  step_ = saved.completed_step();
   pending_.rows.clear();
   touched_last_ = 0;
 }
 
-void MemoryTable::read_saved_rows(const h5::Group& g, int64_t r0, int64_t n, float* out) const {
-  const int64_t rows = layout_->rows(), w = layout_->width();
-  PG_CHECK(r0 >= 0 && n >= 0 && r0 + n <= rows, "read_saved_rows [", r0, ", ", r0 + n, ") of ", rows, " rows");
-  const int64_t step = g.attr_int("completed_step");
-  if (step < 0 || step >= INT32_MAX)
-    throw IoError(str(g.file(), ":", g.path(), ": completed_step ", step, " is invalid (corrupt file?)"));
-  g.check_shape("table", {static_cast<uint64_t>(rows), static_cast<uint64_t>(w)});
-  check_saved_shards(g, rows, w, step);
-  g.read_slab<float>("table", static_cast<uint64_t>(r0), std::span<float>(out, static_cast<size_t>(n * w)));
-  for (int64_t i = 0; i < n * w; ++i)
-    if (!std::isfinite(out[i]))
-      throw IoError(str(g.file(), ":", g.path(), "/table: non-finite value at row ", r0 + i / w,
-                        " (hint: a diverged run or a corrupt file)"));
-  RowwiseRmsOptimizer slab(n, w, opt_.settings());  // these rows' v and last step, with the table's schedule
+void MemoryTable::read_saved_rows(const SavedTable& s, int64_t r0, int64_t n, float* out) const {
+  RowwiseRmsOptimizer slab(n, layout_->width(), opt_.settings());  // these rows' v and last step, with the schedule
   slab.set_schedule(opt_.schedule());
-  slab.load_slab(g.sub("optimizer"), r0, rows, step);
-  slab.catch_up_all(out, step);
+  std::vector<float> v(static_cast<size_t>(n));
+  std::vector<int32_t> last(static_cast<size_t>(n));
+  s.read(r0, n, out, v.data(), last.data());
+  slab.set_state(v, last);
+  slab.catch_up_all(out, s.completed_step());
 }
 
 }  // namespace pg

@@ -39,8 +39,30 @@ RowRange shard_of(int64_t rows, int ranks, int rank);
 inline constexpr const char* kTableShardFormat = "pagegram-table-shard";
 inline constexpr int64_t kTableShardFormatVersion = 1;
 struct SavedShards {
+  std::string save_id;  // one save's identity, in every shard file and the group that maps them
   std::vector<std::string> files;  // shard q's file, relative to the checkpoint's folder
   std::vector<int64_t> bounds;  // shard q holds rows [bounds[q], bounds[q + 1])
+};
+
+// The rows of a table as MemoryTable::save left it in a group, read range by range without holding the rest: a
+// whole table's datasets, or the shard files a sharded table's group maps. The files are opened and checked when
+// this is built (each present, of the shard format, of this save (save_id), step, row range and shape; IoError
+// naming the file otherwise, so a checkpoint never loads a mix of two saves) and read from while open (a file the
+// next save of a running training removes still reads). `g` must outlive this.
+class SavedTable {
+ public:
+  SavedTable(const h5::Group& g, int64_t rows, int64_t width);
+  int64_t completed_step() const { return step_; }
+  // Rows [r0, r0 + n): table [n, width], optimizer v [n] and last [n], validated (finite values, a valid optimizer
+  // state: IoError naming the row).
+  void read(int64_t r0, int64_t n, float* table, float* v, int32_t* last) const;
+
+ private:
+  const h5::Group& g_;
+  int64_t rows_, width_, step_;
+  std::string where_;
+  std::vector<int64_t> bounds_;  // a sharded table: shard q's rows (R + 1 values); empty: a whole table in g_
+  std::vector<h5::File> files_;
 };
 
 struct TableStats {
@@ -96,19 +118,20 @@ class MemoryTable {
   // datasets "table" [rows, width], "hash_seeds" [n_orders, heads_per_order, 3], optimizer "v", "last".
   // load() refuses (IoError, one line) a group whose identity, seeds or shapes differ, or whose values are
   // not finite. No gradient may be pending on save. A whole table writes its rows into g. A sharded table's
-  // owners first write their shard files (save_shard, every shard, this step); then one of them calls save with
-  // their names, which maps them into g's datasets. A shard loads its own rows only, from a group any number of
-  // shards (or one process) wrote; load and read_saved_rows first check that every shard file the group maps is
-  // there and holds this step's rows of this table (IoError naming the file otherwise: never a mix of two steps).
+  // owners first write their shard files (save_shard, every shard, one save id); then one of them checks them
+  // (check_shards) and calls save with their names, which maps them into g's datasets. A shard loads its own rows
+  // only, from a group any number of shards (or one process) wrote (SavedTable checks the shard files it maps).
   void save(const h5::Group& g, const SavedShards* shards = nullptr) const;
-  // This shard's rows and optimizer state to `path` (written atomically; a new file).
-  void save_shard(const std::string& path) const;
+  // This shard's rows and optimizer state to `path` (written atomically; a new file) as part of save `save_id`.
+  void save_shard(const std::string& path, const std::string& save_id) const;
+  // IoError unless every shard file of `shards`, in folder `dir`, is there and holds that shard's rows of this table
+  // as of this step and save (what save will map).
+  void check_shards(const SavedShards& shards, const std::string& dir) const;
   void load(const h5::Group& g);
-  // out [n, width]: rows [r0, r0 + n) of the table saved in g (as save() wrote it, by any number of shards), brought
-  // to the end of its completed step as materialize() brings them, without holding the rest: what export streams
-  // from a checkpoint whose table need not fit this process. The same layout, settings and schedule as this table's
-  // (it may hold no rows). IoError on a non-finite value or invalid optimizer state.
-  void read_saved_rows(const h5::Group& g, int64_t r0, int64_t n, float* out) const;
+  // out [n, width]: rows [r0, r0 + n) of the saved table `s`, brought to the end of its completed step as
+  // materialize() brings them, without holding the rest: what export streams from a checkpoint whose table need not
+  // fit this process. The same layout, settings and schedule as this table's (it may hold no rows).
+  void read_saved_rows(const SavedTable& s, int64_t r0, int64_t n, float* out) const;
 
  private:
   std::unique_ptr<MemoryLayout> layout_;

@@ -78,9 +78,11 @@ std::string shard_prefix(const std::string& checkpoint) {
 }
 }  // namespace
 
-std::string table_shard_path(const std::string& checkpoint, int64_t step, int shard, int shards) {
+std::string table_shard_path(const std::string& checkpoint, int64_t step, const std::string& save_id, int shard,
+                             int shards) {
   const std::filesystem::path p(checkpoint);
-  return (p.parent_path() / str(shard_prefix(checkpoint), step, "-", shard, "of", shards, ".h5")).string();
+  return (p.parent_path() / str(shard_prefix(checkpoint), step, "-", save_id, "-", shard, "of", shards, ".h5"))
+      .string();
 }
 
 std::vector<std::string> checkpoint_shard_files(const std::string& checkpoint) {

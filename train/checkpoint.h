@@ -32,15 +32,16 @@ using SectionReader = std::function<void(const h5::Group&)>;
 void save_checkpoint(const std::string& path, const ExperimentConfig& cfg, const Transformer& model, AdamW* opt,
                      const TrainState& st, const SectionWriter& memory = {}, int64_t memory_bytes = 0);
 // A table sharded by rows is checkpointed by its owners (Session::save): shard q of R writes
-// table_shard_path(path, step, q, R) ("<dir>/checkpoint.table-<step>-<q>of<R>.h5" for ".../checkpoint.h5"), then
-// the checkpoint maps those files (MemoryTable::save). Named by the step, a newer save never replaces the files the
-// current checkpoint maps: the checkpoint's rename commits the new step's shards, and a kill before it leaves the old
-// step's checkpoint and shards whole.
-std::string table_shard_path(const std::string& checkpoint, int64_t step, int shard, int shards);
+// table_shard_path(path, step, save_id, q, R) ("<dir>/checkpoint.table-<step>-<save_id>-<q>of<R>.h5" for
+// ".../checkpoint.h5"), then the checkpoint maps those files (MemoryTable::save). Named by the step and a save id
+// drawn for each save, a save never replaces a file another checkpoint maps: the checkpoint's rename commits the
+// new shards, and a kill before it leaves the old checkpoint and its shards whole.
+std::string table_shard_path(const std::string& checkpoint, int64_t step, const std::string& save_id, int shard,
+                             int shards);
 // The shard files a checkpoint maps (full paths; empty for a checkpoint without a sharded table).
 std::vector<std::string> checkpoint_shard_files(const std::string& checkpoint);
 // Removes the files beside `checkpoint` named as its table shards (table_shard_path, and their temporaries) that are
-// not in `keep` (full paths): the shards of earlier saves, once the checkpoint no longer maps them. Returns the paths
+// not in `keep` (full paths): the shards of earlier saves that no checkpoint kept maps any more. Returns the paths
 // removed; never throws.
 std::vector<std::string> remove_stale_table_shards(const std::string& checkpoint, const std::vector<std::string>& keep);
 // The resolved config stored in a checkpoint (validated).

@@ -3,8 +3,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <exception>
 #include <filesystem>
+#include <random>
 
 #include "core/error.h"
 #include "core/timer.h"
@@ -262,29 +264,73 @@ double Session::evaluate(const data::ValidationWindows& val, int64_t n, const da
   return l;
 }
 
-void Session::save(const std::string& path) {
+void Session::save(const std::string& path, bool keep_previous) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(path).parent_path();
   SavedShards shards;
   if (table_sharded()) {
-    // Every rank writes its own rows to a file named by the step; only when every rank has does rank 0 write the
-    // checkpoint that maps them (so a checkpoint never maps a shard that is missing or of another step).
+    // Every rank writes its own rows to a file named by the step and this save's id; only when every rank has does
+    // rank 0 write the checkpoint that maps them (a checkpoint never maps a shard that is missing or of another
+    // save). The id: 48 random bits drawn by rank 0 (their sum with the other ranks' zeros is exact in a double).
     const int R = ranks();
+    double id = 0;
+    if (rank() == 0) {
+      std::random_device rd;
+      id = static_cast<double>(((uint64_t{rd()} << 32) ^ rd()) & ((uint64_t{1} << 48) - 1));
+    }
+    tree_allreduce(*link_, id);
+    char hex[16];
+    std::snprintf(hex, sizeof hex, "%012llx", static_cast<unsigned long long>(id));
+    shards.save_id = hex;
     shards.bounds = shard_bounds(mem_->table().layout().rows(), R);
     for (int q = 0; q < R; ++q)
-      shards.files.push_back(std::filesystem::path(table_shard_path(path, st_.step, q, R)).filename().string());
-    std::exception_ptr failed;
-    double ok = 1;
+      shards.files.push_back(fs::path(table_shard_path(path, st_.step, shards.save_id, q, R)).filename().string());
+    std::string error;
     try {
-      mem_->table().save_shard(table_shard_path(path, st_.step, rank(), R));
+      std::error_code ec;
+      if (!dir.empty() && !fs::is_directory(dir) && (fs::create_directories(dir, ec), ec || !fs::is_directory(dir)))
+        throw IoError(str("cannot create the folder ", dir.string(), " for table shard ", rank(), " of ", R, ": ",
+                          ec ? ec.message() : "not a folder",
+                          " (hint: the run directory must be one folder every rank can write, on a filesystem ",
+                          "the nodes share)"));
+      mem_->table().save_shard(table_shard_path(path, st_.step, shards.save_id, rank(), R), shards.save_id);
+    } catch (const std::exception& e) {
+      error = e.what();
     } catch (...) {
-      failed = std::current_exception(), ok = 0;
+      error = "unknown error";
     }
-    tree_allreduce(*link_, ok);
-    if (failed) std::rethrow_exception(failed);
-    if (ok < R)
-      throw ResourceError(str("checkpoint ", path, " of step ", st_.step, ": ", R - static_cast<int>(ok), " of ", R,
-                              " ranks could not write their table shard (their error is in their output); the "
-                              "previous checkpoint is kept"));
+    std::vector<float> failed(static_cast<size_t>(R), 0.0f), scratch;
+    failed[static_cast<size_t>(rank())] = error.empty() ? 0.0f : 1.0f;
+    tree_allreduce(*link_, failed, scratch);
+    const auto first = std::find(failed.begin(), failed.end(), 1.0f) - failed.begin();
+    if (first < R) {  // the first failing rank's error goes to rank 0, which prints it
+      const int q = static_cast<int>(first);
+      if (q != 0 && rank() == q) {
+        const int64_t n = static_cast<int64_t>(error.size());
+        link_->sendrecv(0, bytes_of(&n, 1), {});
+        link_->sendrecv(0, {reinterpret_cast<const std::byte*>(error.data()), error.size()}, {});
+      } else if (q != 0 && rank() == 0) {
+        int64_t n = 0;
+        link_->sendrecv(q, {}, bytes_of(&n, 1));
+        error.assign(static_cast<size_t>(std::clamp<int64_t>(n, 0, 1 << 20)), ' ');
+        link_->sendrecv(q, {}, {reinterpret_cast<std::byte*>(error.data()), error.size()});
+      }
+      const int64_t n_failed = std::count(failed.begin(), failed.end(), 1.0f);
+      throw ResourceError(str("checkpoint ", path, " of step ", st_.step, " not written (the previous one is kept): ",
+                              n_failed, " of ", R, " ranks could not write their table shard; rank ", q, ": ",
+                              error.empty() ? std::string("(its error is in its output)") : error));
+    }
     if (rank() != 0) return;
+    mem_->table().check_shards(shards, dir.string());  // rank 0 sees them all (a folder every rank shares)
+  }
+  // The shard files the checkpoint being replaced maps stay until the next save (a reader of it, e.g. an export of
+  // a running training, keeps its files), except after the run's last save.
+  std::vector<std::string> keep;
+  if (keep_previous && fs::exists(path)) {
+    try {
+      keep = checkpoint_shard_files(path);
+    } catch (const std::exception&) {  // not a readable checkpoint: nothing of it to keep
+    }
   }
   SectionWriter save_mem;
   int64_t mem_bytes = 0;
@@ -294,9 +340,8 @@ void Session::save(const std::string& path) {
     if (!table_sharded()) mem_bytes = L.rows() * (4 * L.width() + 8);  // the table and its optimizer state
   }
   save_checkpoint(path, cfg_, *model_, adamw_.get(), st_, save_mem, mem_bytes);
-  std::vector<std::string> keep;
-  for (const std::string& f : shards.files) keep.push_back((std::filesystem::path(path).parent_path() / f).string());
-  remove_stale_table_shards(path, keep);  // earlier steps' shards, and those of a run before a --force or resume
+  for (const std::string& f : shards.files) keep.push_back((dir / f).string());
+  remove_stale_table_shards(path, keep);  // earlier saves' shards, and those of a run before a --force or resume
 }
 
 ExchangeStats Session::exchange_stats() const {

@@ -82,9 +82,10 @@ class Session {
 
   // Checkpoint (train/checkpoint.h): parameters, AdamW moments (when held), the table and its optimizer, state().
   // Rank 0 writes the file. With the table sharded by rows every rank must call save: each writes its rows to a
-  // shard file of this step (train/checkpoint.h table_shard_path), then rank 0 the checkpoint that maps them, and
-  // removes the shard files of earlier saves; otherwise only the rank that writes calls it.
-  void save(const std::string& path);
+  // shard file of this save (train/checkpoint.h table_shard_path), then rank 0 the checkpoint that maps them, and
+  // removes the shard files no checkpoint maps any more: of the checkpoint it replaces too unless keep_previous
+  // (they stay until the next save, for a reader of that checkpoint). Otherwise only the rank that writes calls it.
+  void save(const std::string& path, bool keep_previous = true);
   // The table is sharded by rows over the ranks (train.table_sharding: rows, more than one rank).
   bool table_sharded() const { return mem_ && mem_->shards(); }
   // Loads a checkpoint written for this config's shapes (the caller checks same_results() when it matters);

@@ -235,6 +235,16 @@ TrainSummary train(const ExperimentConfig& cfg, const data::DataSet& ds, const T
   if (write_files) {
     lock = std::make_unique<RunDirLock>(tc.out_dir, opt.command);
     remove_stale_temporaries(tc.out_dir);  // core/text.h: those of dead processes (ESRCH), never a live one's
+    // Table shard files the checkpoint does not map: of a save killed before its commit, or after it and before
+    // its clean-up (nothing is removed beside a checkpoint that cannot be read).
+    if (std::filesystem::exists(ckpt)) {
+      try {
+        remove_stale_table_shards(ckpt, checkpoint_shard_files(ckpt));
+      } catch (const std::exception&) {  // the resume (or a restart's --force check) reports what is wrong with it
+      }
+    } else {
+      remove_stale_table_shards(ckpt, {});
+    }
   }
   const bool resumed = opt.resume && std::filesystem::exists(ckpt);
   if (resumed) {
@@ -331,7 +341,7 @@ TrainSummary train(const ExperimentConfig& cfg, const data::DataSet& ds, const T
     if (write_files && (checkpoint || st.step % tc.log_interval == 0)) log.flush();
     if (checkpoint && (root || session.table_sharded())) {  // a sharded table: every rank sends rank 0 its rows
       if (!session.finite()) throw diverged("non-finite parameters or optimizer state after the update");
-      session.save(ckpt);
+      session.save(ckpt, !last);  // the run's last save keeps no earlier shard files
     }
     if (write_files && last) {
       log.set_status("finished");

@@ -13,6 +13,7 @@
 #include <map>
 #include <mutex>
 #include <random>
+#include <regex>
 #include <set>
 #include <thread>
 
@@ -372,10 +373,12 @@ TEST_P(ShardedRanks, CheckpointsResumeWithAnotherRankCount) {
   }
 }
 
-// The owners write a sharded table's checkpoint: one shard file per rank, named by the step, which the checkpoint maps
-// (virtual datasets). The checkpoint's rename commits a save: shards of a later step left by a kill before it are
-// never read (the run resumes from the step the checkpoint names, and ends with the unbroken run's bits) and go at
-// the next save; a missing shard, or one of another step, is refused with the file's name.
+// The owners write a sharded table's checkpoint: one shard file per rank, named by the step and the save's id, which
+// the checkpoint maps (virtual datasets). The checkpoint's rename commits a save: shards of a later save left by a
+// kill before it are never read (the run resumes from the step the checkpoint names, and ends with the unbroken
+// run's bits) and go at the next save; the shards of the checkpoint a save replaces stay until the save after (a
+// reader of it keeps reading, even after they go); a missing shard, one of another save or a foreign file is
+// refused with the file's name.
 TEST_P(ShardedRanks, ShardFilesAreWrittenByTheirOwnersAndCommittedByTheCheckpoint) {
   ExperimentConfig c = base_;
   c.memory.layout = GetParam();
@@ -386,30 +389,50 @@ TEST_P(ShardedRanks, ShardFilesAreWrittenByTheirOwnersAndCommittedByTheCheckpoin
     rc.train.out_dir = (dir_ / (GetParam() + "_owners_" + dir)).string();
     return train_ranks(rc, R, stop_after, resume);
   };
-  const auto shard_files = [](const std::string& dir) {
+  const auto names = [](const std::string& dir) {  // the shard files (and their temporaries) in dir
     std::set<std::string> out;
     for (const auto& e : fs::directory_iterator(dir))
       if (e.path().filename().string().rfind("checkpoint.table-", 0) == 0) out.insert(e.path().filename().string());
     return out;
   };
+  const auto mapped = [](const std::string& dir) {  // the file names its checkpoint maps
+    std::vector<std::string> out;
+    for (const std::string& f : checkpoint_shard_files(dir + "/checkpoint.h5"))
+      out.push_back(fs::path(f).filename().string());
+    return out;
+  };
+  // checkpoint.table-<step>-<12 hex digits of the save id>-<q>of<R>.h5, one id for the save's R files.
+  const auto one_save = [](const std::vector<std::string>& files, int step, int R) {
+    const std::regex re("checkpoint\\.table-" + std::to_string(step) + "-([0-9a-f]{12})-([0-9]+)of" +
+                        std::to_string(R) + "\\.h5");
+    std::set<std::string> ids;
+    for (size_t q = 0; q < files.size(); ++q) {
+      std::smatch m;
+      if (!std::regex_match(files[q], m, re) || m[2] != std::to_string(q)) return false;
+      ids.insert(m[1]);
+    }
+    return static_cast<int>(files.size()) == R && ids.size() == 1;
+  };
   const auto unbroken = datasets(run("unbroken", 1, -1, false));
   const std::string a = run("a", 2, 3, false);
-  ASSERT_EQ(shard_files(a), (std::set<std::string>{"checkpoint.table-3-0of2.h5", "checkpoint.table-3-1of2.h5"}));
+  const std::vector<std::string> step3 = mapped(a);
+  ASSERT_TRUE(one_save(step3, 3, 2)) << ::testing::PrintToString(step3);
+  EXPECT_EQ(names(a), std::set<std::string>(step3.begin(), step3.end()));
   {
     h5::File f = h5::File::open(a + "/checkpoint.h5");
     const h5::Group t = f.root().sub("memory").sub("table");
     EXPECT_TRUE(t.is_virtual("table"));
     EXPECT_TRUE(t.sub("optimizer").is_virtual("v"));
-    EXPECT_EQ(checkpoint_shard_files(a + "/checkpoint.h5"),
-              (std::vector<std::string>{a + "/checkpoint.table-3-0of2.h5", a + "/checkpoint.table-3-1of2.h5"}));
+    EXPECT_TRUE(t.sub("optimizer").is_virtual("last"));
   }
-  // What a kill between the shard writes of step 5 and the checkpoint's rename leaves: step 5's shards (and a
-  // temporary) beside step 3's checkpoint.
+  // What a kill between the shard writes of a later save and the checkpoint's rename leaves: that save's shards
+  // (and a temporary) beside step 3's checkpoint.
   const std::string later = run("later", 2, 5, false);
-  for (const std::string q : {"0", "1"})
-    fs::copy_file(later + "/checkpoint.table-5-" + q + "of2.h5", a + "/checkpoint.table-5-" + q + "of2.h5");
-  fs::copy_file(later + "/checkpoint.table-5-0of2.h5", a + "/checkpoint.table-5-0of2.h5.tmp.999999");
-  // Refusals, on a copy: a missing shard, then a shard of another step under the name of step 3's.
+  const std::vector<std::string> step5 = mapped(later);
+  for (const std::string& f : step5) fs::copy_file(later + "/" + f, a + "/" + f);
+  fs::copy_file(later + "/" + step5[0], a + "/" + step5[0] + ".tmp.999999");
+  // Refusals, on a copy: a missing shard; another save's shard under the name of step 3's (a later step, then the
+  // same step of another run); a foreign file.
   const fs::path b = dir_ / (GetParam() + "_owners_b");
   fs::create_directories(b);
   for (const auto& e : fs::directory_iterator(a)) fs::copy_file(e.path(), b / e.path().filename());
@@ -421,23 +444,87 @@ TEST_P(ShardedRanks, ShardFilesAreWrittenByTheirOwnersAndCommittedByTheCheckpoin
     }
     return std::string("(loaded)");
   };
-  fs::remove(b / "checkpoint.table-3-1of2.h5");
+  fs::remove(b / step3[1]);
   std::string m = refusal();
   EXPECT_NE(m.find("table shard 1 of 2"), std::string::npos) << m;
-  EXPECT_NE(m.find("checkpoint.table-3-1of2.h5, which is missing"), std::string::npos) << m;
+  EXPECT_NE(m.find(step3[1] + ", which is missing"), std::string::npos) << m;
   EXPECT_NE(m.find("hint"), std::string::npos) << m;
   EXPECT_EQ(m.find('\n'), std::string::npos) << m;
-  fs::copy_file(b / "checkpoint.table-5-1of2.h5", b / "checkpoint.table-3-1of2.h5");
+  fs::copy_file(b / step5[1], b / step3[1]);
   m = refusal();
-  EXPECT_NE(m.find("checkpoint.table-3-1of2.h5: attribute 'completed_step' = 5"), std::string::npos) << m;
-  { std::ofstream(b / "checkpoint.table-3-1of2.h5", std::ios::trunc) << "not a shard"; }
+  EXPECT_NE(m.find(step3[1] + ": a shard of save '"), std::string::npos) << m;
+  const std::string other = run("other", 2, 3, false);  // the same config and step: other bits only in the save id
+  fs::copy_file(other + "/" + mapped(other)[1], b / step3[1], fs::copy_options::overwrite_existing);
   m = refusal();
-  EXPECT_NE(m.find("checkpoint.table-3-1of2.h5"), std::string::npos) << m;
-  // The run resumes from step 3 (with 4 ranks), ends as the unbroken run, and only the final save's shards remain.
+  EXPECT_NE(m.find(step3[1] + ": a shard of save '"), std::string::npos) << m;
+  { std::ofstream(b / step3[1], std::ios::trunc) << "not a shard"; }
+  m = refusal();
+  EXPECT_NE(m.find(step3[1]), std::string::npos) << m;
+  // A reader of step 3's checkpoint, open while the run resumes (with 4 ranks) and saves at step 4: step 3's files
+  // stay, the later save's orphans go.
+  h5::File reader = h5::File::open(a + "/checkpoint.h5");
+  const h5::Group rg = reader.root().sub("memory").sub("table");
+  const std::vector<uint64_t> shape = rg.dataset_shape("table");
+  const SavedTable saved(rg, static_cast<int64_t>(shape[0]), static_cast<int64_t>(shape[1]));
+  run("a", 4, 1, true);
+  const std::vector<std::string> step4 = mapped(a);
+  EXPECT_TRUE(one_save(step4, 4, 4)) << ::testing::PrintToString(step4);
+  std::set<std::string> want(step3.begin(), step3.end());
+  want.insert(step4.begin(), step4.end());
+  EXPECT_EQ(names(a), want);
+  // The run ends as the unbroken run; its last save keeps no earlier shard; the reader still reads step 3's rows.
   const auto resumed = datasets(run("a", 4, -1, true));
   for (const auto& [k, v] : unbroken) EXPECT_TRUE(resumed.count(k) && resumed.at(k) == v) << GetParam() << ": " << k;
-  EXPECT_EQ(shard_files(a), (std::set<std::string>{"checkpoint.table-6-0of4.h5", "checkpoint.table-6-1of4.h5",
-                                                   "checkpoint.table-6-2of4.h5", "checkpoint.table-6-3of4.h5"}));
+  const std::vector<std::string> step6 = mapped(a);
+  EXPECT_TRUE(one_save(step6, 6, 4)) << ::testing::PrintToString(step6);
+  EXPECT_EQ(names(a), std::set<std::string>(step6.begin(), step6.end()));
+  // What a kill between the last save's commit and its clean-up would leave goes when the finished run is resumed.
+  fs::copy_file(a + "/" + step6[0], a + "/checkpoint.table-5-0123456789ab-0of4.h5");
+  run("a", 4, -1, true);
+  EXPECT_EQ(names(a), std::set<std::string>(step6.begin(), step6.end()));
+  std::vector<float> t(static_cast<size_t>(shape[0] * shape[1])), v(shape[0]);
+  std::vector<int32_t> last(shape[0]);
+  saved.read(0, static_cast<int64_t>(shape[0]), t.data(), v.data(), last.data());
+  EXPECT_EQ(saved.completed_step(), 3);
+  h5::File same = h5::File::open(other + "/checkpoint.h5");  // the other run's step 3: the same values
+  const h5::Group sg = same.root().sub("memory").sub("table");
+  EXPECT_EQ(t, sg.read<float>("table"));
+  EXPECT_EQ(last, sg.sub("optimizer").read<int32_t>("last"));
+  EXPECT_GT(*std::max_element(last.begin(), last.end()), 0);
+}
+
+// A rank that cannot write its shard (here: its path runs through a file, as a folder not shared with rank 0 would
+// fail) fails the save on every rank, and rank 0's error carries that rank's cause; no checkpoint is written.
+TEST_P(ShardedRanks, AShardThatCannotBeWrittenFailsTheSaveOnEveryRankWithItsCause) {
+  ExperimentConfig c = base_;
+  c.memory.layout = GetParam();
+  c.train.table_sharding = "rows";
+  const fs::path d = dir_ / (GetParam() + "_failed_save");
+  fs::create_directories(d);
+  { std::ofstream(d / "afile") << "a file, not a folder"; }
+  ThreadWorld world(2);
+  std::vector<std::string> errors(2);
+  std::vector<std::thread> th;
+  for (int r = 0; r < 2; ++r)
+    th.emplace_back([&, r] {
+      ThreadWorld::Link link = world.link(r);
+      Session s(c, {.link = &link});
+      try {
+        s.save(((r == 0 ? d : d / "afile") / "checkpoint.h5").string());
+      } catch (const std::exception& e) {
+        errors[static_cast<size_t>(r)] = e.what();
+      }
+    });
+  for (auto& t : th) t.join();
+  for (const std::string& m : errors) {
+    EXPECT_NE(
+        m.find("not written (the previous one is kept): 1 of 2 ranks could not write their table shard; rank 1: "),
+        std::string::npos)
+        << m;
+    EXPECT_NE(m.find("afile"), std::string::npos) << m;  // rank 1's own cause
+    EXPECT_EQ(m.find('\n'), std::string::npos) << m;
+  }
+  EXPECT_FALSE(fs::exists(d / "checkpoint.h5"));
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, SimulatedRanks, ::testing::ValuesIn(memory_layout_choices()));
