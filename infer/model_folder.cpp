@@ -96,7 +96,7 @@ ModelFolderResult write_model_folder(const ModelFolderOptions& o) {
   try {
     for (const std::string& f : checkpoint_shard_files(tmp)) {
       shards.push_back((fs::path(o.dir) / fs::path(f).filename()).string());
-      copy_atomic((fs::path(o.checkpoint).parent_path() / fs::path(f).filename()).string(), shards.back());
+      copy_atomic((fs::path(checkpoint_folder(o.checkpoint)) / fs::path(f).filename()).string(), shards.back());
     }
   } catch (...) {
     h5::remove_quietly(tmp);

@@ -249,7 +249,11 @@ SavedTable::SavedTable(const h5::Group& g, int64_t rows, int64_t width)
     throw IoError(str(where_, ": shard_bounds do not split the table's ", rows, " rows among its ", files.size(),
                       " shard files (hint: the checkpoint is corrupt or edited)"));
   const std::string save_id = g.has_attr("save_id") ? g.attr_string("save_id") : "";
-  const std::filesystem::path dir = std::filesystem::path(g.file()).parent_path();
+  // Beside the file itself: a checkpoint reached through a symlink has its shard files beside its target.
+  std::error_code ec;
+  const std::filesystem::path file(g.file());
+  const std::filesystem::path dir =
+      (std::filesystem::is_symlink(file, ec) ? std::filesystem::canonical(file, ec) : file).parent_path();
   for (size_t q = 0; q < files.size(); ++q)
     files_.push_back(open_shard((dir / files[q]).string(), q, files.size(), bounds_[q], bounds_[q + 1], rows, width,
                                 step_, save_id, where_));

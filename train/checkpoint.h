@@ -38,6 +38,8 @@ void save_checkpoint(const std::string& path, const ExperimentConfig& cfg, const
 // new shards, and a kill before it leaves the old checkpoint and its shards whole.
 std::string table_shard_path(const std::string& checkpoint, int64_t step, const std::string& save_id, int shard,
                              int shards);
+// The folder of a checkpoint's shard files: the checkpoint's own folder, or its target's when it is a symlink.
+std::string checkpoint_folder(const std::string& checkpoint);
 // The shard files a checkpoint maps (full paths; empty for a checkpoint without a sharded table).
 std::vector<std::string> checkpoint_shard_files(const std::string& checkpoint);
 // Removes the files beside `checkpoint` named as its table shards (table_shard_path, and their temporaries) that are

@@ -457,6 +457,11 @@ TEST_P(ShardedRanks, ShardFilesAreWrittenByTheirOwnersAndCommittedByTheCheckpoin
   fs::copy_file(other + "/" + mapped(other)[1], b / step3[1], fs::copy_options::overwrite_existing);
   m = refusal();
   EXPECT_NE(m.find(step3[1] + ": a shard of save '"), std::string::npos) << m;
+  // Through a symlink from another folder, the checkpoint finds its shard files beside its target.
+  fs::create_directories(dir_ / (GetParam() + "_owners_link"));
+  const fs::path link = dir_ / (GetParam() + "_owners_link") / "best.h5";
+  fs::create_symlink(fs::absolute(a) / "checkpoint.h5", link);
+  EXPECT_NO_THROW(load_trained_model(link.string(), {}));
   { std::ofstream(b / step3[1], std::ios::trunc) << "not a shard"; }
   m = refusal();
   EXPECT_NE(m.find(step3[1]), std::string::npos) << m;
