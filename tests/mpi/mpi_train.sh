@@ -136,8 +136,10 @@ kills=0 between=0
 for round in $(seq 1 60); do
   resume=()
   if [ -e "$KDIR/checkpoint.h5" ]; then resume=(--resume); else rm -f "$KDIR/log.h5"; fi  # as scripts/main.sh does
-  "$MPIRUN" -np 2 --oversubscribe "$PG" train --config "$CFG" "${SETS[@]}" "${KSETS[@]}" \
-    --set train.table_sharding=rows --set "train.out_dir=$KDIR" "${resume[@]}" >"$KDIR.$round.out" 2>&1 &
+  # In a subshell (not exec'ed: it exits with mpirun's status), whose "Killed" notice goes to the round's output.
+  ( "$MPIRUN" -np 2 --oversubscribe "$PG" train --config "$CFG" "${SETS[@]}" "${KSETS[@]}" \
+      --set train.table_sharding=rows --set "train.out_dir=$KDIR" "${resume[@]}"
+    exit $? ) >"$KDIR.$round.out" 2>&1 &
   pid=$!
   if [ "$round" = 1 ]; then
     for _ in $(seq 1 600); do [ -e "$KDIR/checkpoint.h5" ] || ! kill -0 $pid 2>/dev/null && break; sleep 0.01; done
