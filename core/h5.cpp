@@ -165,6 +165,11 @@ Group Group::create(const std::string& name) const {
   if (g < 0) throw IoError(str(where(name), ": cannot create group"));
   return Group(Handle(g, close_group), file_, path_ == "/" ? "/" + name : path_ + "/" + name);
 }
+Group Group::reopen() const {
+  hid_t g = H5Gopen2(h_.id(), ".", H5P_DEFAULT);
+  if (g < 0) throw IoError(str(file_, ":", path_, ": cannot open the group again"));
+  return Group(Handle(g, close_group), file_, path_);
+}
 bool Group::has(const std::string& name) const { return H5Lexists(h_.id(), name.c_str(), H5P_DEFAULT) > 0; }
 
 std::vector<std::string> Group::children() const {

@@ -45,6 +45,7 @@ class Group {
       : h_(std::move(h)), file_(std::move(file)), path_(std::move(path)) {}
   Group sub(const std::string& name) const;  // open an existing group (IoError if missing)
   Group create(const std::string& name) const;  // create a new group
+  Group reopen() const;  // another handle on this group (a Group is not copyable)
   bool has(const std::string& name) const;
   std::vector<std::string> children() const;
 

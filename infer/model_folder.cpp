@@ -1,7 +1,14 @@
 // Implementation of infer/model_folder.h.
 #include "infer/model_folder.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
+#include <utility>
+#include <vector>
 
 #include "core/error.h"
 #include "core/h5.h"
@@ -55,6 +62,58 @@ void copy_atomic(const std::string& from, const std::string& to) {
   if (ec) throw IoError(str("copying ", from, " to ", tmp, ": ", ec.message()));
   h5::commit_atomic(tmp, to);
 }
+
+// An open file (read-only), closed with this object: what it copies stays the file opened, whatever replaces or
+// removes its name meanwhile.
+class OpenFile {
+ public:
+  explicit OpenFile(const std::string& path) : path_(path), fd_(::open(path.c_str(), O_RDONLY | O_CLOEXEC)) {
+    if (fd_ < 0) throw IoError(str("cannot open ", path, ": ", std::strerror(errno)));
+  }
+  OpenFile(OpenFile&& o) noexcept : path_(std::move(o.path_)), fd_(o.fd_) { o.fd_ = -1; }
+  OpenFile(const OpenFile&) = delete;
+  OpenFile& operator=(const OpenFile&) = delete;
+  OpenFile& operator=(OpenFile&&) = delete;
+  ~OpenFile() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  std::string proc_path() const { return "/proc/self/fd/" + std::to_string(fd_); }  // the open file, by name
+  // Its bytes to `to` (created or truncated; written with checked writes, not yet fsync'ed).
+  void copy_to(const std::string& to) const {
+    const int out = ::open(to.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (out < 0) throw IoError(str("cannot create ", to, ": ", std::strerror(errno)));
+    std::vector<char> buf(size_t{8} << 20);
+    off_t at = 0;
+    const auto fail = [&](const char* what) {
+      const int e = errno;
+      ::close(out);
+      h5::remove_quietly(to);
+      return IoError(str("copying ", path_, " to ", to, ": ", what, " failed: ", std::strerror(e),
+                         " (hint: free disk space; the folder's previous files are kept)"));
+    };
+    for (;;) {
+      const ssize_t n = ::pread(fd_, buf.data(), buf.size(), at);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) throw fail("read");
+      if (n == 0) break;
+      for (ssize_t done = 0; done < n;) {
+        const ssize_t w = ::write(out, buf.data() + done, static_cast<size_t>(n - done));
+        if (w < 0 && errno == EINTR) continue;
+        if (w < 0) throw fail("write");
+        done += w;
+      }
+      at += n;
+    }
+    if (::close(out) != 0) {
+      h5::remove_quietly(to);
+      throw IoError(str("copying ", path_, " to ", to, ": close failed: ", std::strerror(errno)));
+    }
+  }
+
+ private:
+  std::string path_;
+  int fd_;
+};
 }  // namespace
 
 ModelFolderResult write_model_folder(const ModelFolderOptions& o) {
@@ -85,24 +144,24 @@ ModelFolderResult write_model_folder(const ModelFolderOptions& o) {
                         cfg.model.vocab, " (hint: the tokenizer the checkpoint was trained with)"));
   copy_atomic(tokenizer, r.paths.tokenizer);
   // The checkpoint is copied first and the table exported from the copy, so the folder holds one checkpoint even
-  // while a training replaces its own. A checkpoint of a table sharded by rows maps its shard files: the ones the
-  // copy maps come along (the checkpoint a training replaces keeps its files until its next save) before the copy is
-  // renamed into place, as training writes them; shard files of an earlier export into this folder go.
-  const std::string tmp = r.paths.checkpoint + ".tmp";
-  std::error_code ec;
-  fs::copy_file(o.checkpoint, tmp, fs::copy_options::overwrite_existing, ec);
-  if (ec) throw IoError(str("copying ", o.checkpoint, " to ", tmp, ": ", ec.message()));
+  // while a training replaces its own. A checkpoint of a table sharded by rows maps its shard files: they come
+  // along. The checkpoint and every shard file it maps are opened first (a training replacing them meanwhile cannot
+  // remove what this copies), then copied: shards first, the checkpoint last (as training writes them), each through
+  // a temp file and a rename; shard files of an earlier export into this folder go.
+  const OpenFile ckpt(o.checkpoint);
+  std::vector<std::pair<OpenFile, std::string>> shard_files;  // open source, destination
   std::vector<std::string> shards;
-  try {
-    for (const std::string& f : checkpoint_shard_files(tmp)) {
-      shards.push_back((fs::path(o.dir) / fs::path(f).filename()).string());
-      copy_atomic((fs::path(checkpoint_folder(o.checkpoint)) / fs::path(f).filename()).string(), shards.back());
-    }
-  } catch (...) {
-    h5::remove_quietly(tmp);
-    throw;
+  for (const std::string& f : checkpoint_shard_files(ckpt.proc_path())) {
+    const std::string name = fs::path(f).filename().string();
+    shards.push_back((fs::path(o.dir) / name).string());
+    shard_files.emplace_back(OpenFile((fs::path(checkpoint_folder(o.checkpoint)) / name).string()), shards.back());
   }
-  h5::commit_atomic(tmp, r.paths.checkpoint);
+  for (const auto& [from, to] : shard_files) {
+    from.copy_to(to + ".tmp");
+    h5::commit_atomic(to + ".tmp", to);
+  }
+  ckpt.copy_to(r.paths.checkpoint + ".tmp");
+  h5::commit_atomic(r.paths.checkpoint + ".tmp", r.paths.checkpoint);
   remove_stale_table_shards(r.paths.checkpoint, shards);
   if (cfg.memory.enabled()) {
     TableExportOptions eo;

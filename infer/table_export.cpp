@@ -106,6 +106,9 @@ TableExportResult export_table(const TableExportOptions& o, const std::string& o
       const h5::Group g = f.root().sub("memory").sub("table");
       const MemoryTable& table = tm.mem()->table();
       const SavedTable saved(g, L->rows(), L->width());
+      if (saved.completed_step() != tm.state().step)  // a training saved between the two opens
+        throw UserError(str("export: ", o.checkpoint, " was replaced while it was read (step ", tm.state().step,
+                            ", then ", saved.completed_step(), ") (hint: a training is saving it; export again)"));
       data::Xxh64Stream digest;  // the table_fingerprint of the materialized table, row by row
       w.finish_info = [&](std::vector<std::pair<std::string, std::string>>& info) {
         for (auto& [k, v] : info)

@@ -227,7 +227,7 @@ void MemoryTable::check_shards(const SavedShards& shards, const std::string& dir
 }
 
 SavedTable::SavedTable(const h5::Group& g, int64_t rows, int64_t width)
-    : g_(g), rows_(rows), width_(width), where_(g.file() + ":" + g.path()) {
+    : g_(g.reopen()), rows_(rows), width_(width), where_(g.file() + ":" + g.path()) {
   step_ = g.attr_int("completed_step");
   if (step_ < 0 || step_ >= INT32_MAX)
     throw IoError(str(where_, ": completed_step ", step_, " is invalid (corrupt file?)"));

@@ -48,7 +48,7 @@ struct SavedShards {
 // whole table's datasets, or the shard files a sharded table's group maps. The files are opened and checked when
 // this is built (each present, of the shard format, of this save (save_id), step, row range and shape; IoError
 // naming the file otherwise, so a checkpoint never loads a mix of two saves) and read from while open (a file the
-// next save of a running training removes still reads). `g` must outlive this.
+// next save of a running training removes still reads). It holds its own handle on `g` (and so its file).
 class SavedTable {
  public:
   SavedTable(const h5::Group& g, int64_t rows, int64_t width);
@@ -58,7 +58,7 @@ class SavedTable {
   void read(int64_t r0, int64_t n, float* table, float* v, int32_t* last) const;
 
  private:
-  const h5::Group& g_;
+  h5::Group g_;
   int64_t rows_, width_, step_;
   std::string where_;
   std::vector<int64_t> bounds_;  // a sharded table: shard q's rows (R + 1 values); empty: a whole table in g_

@@ -316,32 +316,54 @@ void Session::save(const std::string& path, bool keep_previous) {
         link_->sendrecv(q, {}, {reinterpret_cast<std::byte*>(error.data()), error.size()});
       }
       const int64_t n_failed = std::count(failed.begin(), failed.end(), 1.0f);
+      const bool knows = rank() == 0 || rank() == q;  // the others have not seen rank q's error
       throw ResourceError(str("checkpoint ", path, " of step ", st_.step, " not written (the previous one is kept): ",
                               n_failed, " of ", R, " ranks could not write their table shard; rank ", q, ": ",
-                              error.empty() ? std::string("(its error is in its output)") : error));
+                              knows && !error.empty() ? error : std::string("(its error is in rank 0's line)")));
     }
-    if (rank() != 0) return;
-    mem_->table().check_shards(shards, dir.string());  // rank 0 sees them all (a folder every rank shares)
   }
-  // The shard files the checkpoint being replaced maps stay until the next save (a reader of it, e.g. an export of
-  // a running training, keeps its files), except after the run's last save.
-  std::vector<std::string> keep;
-  if (keep_previous && fs::exists(path)) {
+  // Rank 0 writes the checkpoint. The shard files the checkpoint being replaced maps stay until the next save (a
+  // reader of it, e.g. an export of a running training, keeps its files), except after the run's last save.
+  const auto commit = [&] {
+    if (table_sharded()) mem_->table().check_shards(shards, dir.string());  // all seen (a folder the ranks share)
+    std::vector<std::string> keep;
+    if (keep_previous && fs::exists(path)) {
+      try {
+        keep = checkpoint_shard_files(path);
+      } catch (const std::exception&) {  // not a readable checkpoint: nothing of it to keep
+      }
+    }
+    SectionWriter save_mem;
+    int64_t mem_bytes = 0;
+    if (mem_) {
+      save_mem = [&](const h5::Group& g) { mem_->save(g, table_sharded() ? &shards : nullptr); };
+      const MemoryLayout& L = mem_->table().layout();
+      if (!table_sharded()) mem_bytes = L.rows() * (4 * L.width() + 8);  // the table and its optimizer state
+    }
+    save_checkpoint(path, cfg_, *model_, adamw_.get(), st_, save_mem, mem_bytes);
+    for (const std::string& f : shards.files) keep.push_back((dir / f).string());
+    remove_stale_table_shards(path, keep);  // earlier saves' shards, and those of a run before a --force or resume
+  };
+  if (!table_sharded()) {
+    commit();
+    return;
+  }
+  // Every rank learns whether rank 0 committed: a failure there fails the save on every rank (none waits for it).
+  std::exception_ptr failed0;
+  double committed = 0;
+  if (rank() == 0) {
     try {
-      keep = checkpoint_shard_files(path);
-    } catch (const std::exception&) {  // not a readable checkpoint: nothing of it to keep
+      commit();
+      committed = 1;
+    } catch (...) {
+      failed0 = std::current_exception();
     }
   }
-  SectionWriter save_mem;
-  int64_t mem_bytes = 0;
-  if (mem_) {
-    save_mem = [&](const h5::Group& g) { mem_->save(g, table_sharded() ? &shards : nullptr); };
-    const MemoryLayout& L = mem_->table().layout();
-    if (!table_sharded()) mem_bytes = L.rows() * (4 * L.width() + 8);  // the table and its optimizer state
-  }
-  save_checkpoint(path, cfg_, *model_, adamw_.get(), st_, save_mem, mem_bytes);
-  for (const std::string& f : shards.files) keep.push_back((dir / f).string());
-  remove_stale_table_shards(path, keep);  // earlier saves' shards, and those of a run before a --force or resume
+  tree_allreduce(*link_, committed);
+  if (failed0) std::rethrow_exception(failed0);
+  if (committed != 1)
+    throw ResourceError(str("checkpoint ", path, " of step ", st_.step, ": rank 0 could not write it (its error is ",
+                            "in rank 0's line); the previous one is kept"));
 }
 
 ExchangeStats Session::exchange_stats() const {

@@ -7,7 +7,8 @@
 # pagegram at 2 and 4 ranks. Then: a run stopped after 3 steps with 2 ranks and resumed with 1 (and one stopped with 1
 # and resumed with 4) equals the unbroken run; 3 ranks are refused with one line; an error on one rank only
 # (its corpus is missing) ends every rank instead of leaving the others waiting. A run sharded by rows, SIGKILLed at
-# random instants and resumed until it finishes, ends with the unbroken run's bits.
+# random instants and resumed until it finishes, ends with the unbroken run's bits; a run directory the ranks do
+# not share is refused at the first save.
 # Usage: tests/mpi/mpi_train.sh [PAGEGRAM_BINARY] [MPIRUN]
 set -euo pipefail
 
@@ -198,4 +199,18 @@ set -e
 [ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "one bad rank: exit $rc (expected an error, not success or a hang)"
 grep -q 'error: .*\[rank 1 of 2; ending every rank\]$' "$WORK/onebad.out" || { cat "$WORK/onebad.out"; fail "no error line from rank 1"; }
 say "  exit $rc: $(grep -o 'error: .*' "$WORK/onebad.out" | head -n 1)"
+say "a run directory the ranks do not share (table sharded by rows): refused at the first save with one line"
+mkdir -p "$WORK/wd0" "$WORK/wd1"
+UNSHARED=(train --config "$CFG" "${SETS[@]}" --set memory.layout=engram --set train.table_sharding=rows
+          --set train.out_dir=run)  # relative: another folder for each rank
+set +e
+timeout 120 "$MPIRUN" --oversubscribe -np 1 --wdir "$WORK/wd0" "$PG" "${UNSHARED[@]}" : \
+  -np 1 --wdir "$WORK/wd1" "$PG" "${UNSHARED[@]}" >"$WORK/unshared.out" 2>&1
+rc=$?
+set -e
+[ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "unshared run directory: exit $rc (expected an error, not success or a hang)"
+grep -q 'error: .*table shard 1 of 2 .*which is missing (hint: .*\[rank 0 of 2; ending every rank\]$' "$WORK/unshared.out" ||
+  { cat "$WORK/unshared.out"; fail "unshared run directory: no one-line error from rank 0"; }
+[ ! -e "$WORK/wd0/run/checkpoint.h5" ] || fail "unshared run directory: a checkpoint was written"
+say "  exit $rc: $(grep -o 'error: .*' "$WORK/unshared.out" | head -n 1 | cut -c1-160)..."
 say "PASS: 1 process = 2 ranks = 4 ranks for none, flat, engram, pagegram, replicated and sharded by rows; eval with the table sharded; resume across rank counts; kills at random instants of a sharded run; errors end every rank"

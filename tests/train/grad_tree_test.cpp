@@ -532,6 +532,33 @@ TEST_P(ShardedRanks, AShardThatCannotBeWrittenFailsTheSaveOnEveryRankWithItsCaus
   EXPECT_FALSE(fs::exists(d / "checkpoint.h5"));
 }
 
+// When rank 0 cannot write the checkpoint itself (here: checkpoint.h5 is a folder), every rank's save fails with it:
+// none goes on as if the save had been committed.
+TEST_P(ShardedRanks, ACheckpointRankZeroCannotWriteFailsTheSaveOnEveryRank) {
+  ExperimentConfig c = base_;
+  c.memory.layout = GetParam();
+  c.train.table_sharding = "rows";
+  const fs::path d = dir_ / (GetParam() + "_failed_commit");
+  fs::create_directories(d / "checkpoint.h5" / "in_the_way");
+  ThreadWorld world(2);
+  std::vector<std::string> errors(2);
+  std::vector<std::thread> th;
+  for (int r = 0; r < 2; ++r)
+    th.emplace_back([&, r] {
+      ThreadWorld::Link link = world.link(r);
+      Session s(c, {.link = &link});
+      try {
+        s.save((d / "checkpoint.h5").string());
+      } catch (const std::exception& e) {
+        errors[static_cast<size_t>(r)] = e.what();
+      }
+    });
+  for (auto& t : th) t.join();
+  EXPECT_NE(errors[0].find("checkpoint.h5"), std::string::npos) << errors[0];
+  EXPECT_NE(errors[1].find("rank 0 could not write it"), std::string::npos) << errors[1];
+  EXPECT_TRUE(fs::is_directory(d / "checkpoint.h5"));
+}
+
 INSTANTIATE_TEST_SUITE_P(Layouts, SimulatedRanks, ::testing::ValuesIn(memory_layout_choices()));
 INSTANTIATE_TEST_SUITE_P(Layouts, ShardedRanks, ::testing::ValuesIn([] {
                            std::vector<std::string> v;
