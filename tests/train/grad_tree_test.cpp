@@ -10,6 +10,7 @@
 #include <deque>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <random>
@@ -498,6 +499,25 @@ TEST_P(ShardedRanks, ShardFilesAreWrittenByTheirOwnersAndCommittedByTheCheckpoin
   EXPECT_GT(*std::max_element(last.begin(), last.end()), 0);
 }
 
+// A fresh session of config c on each of R ranks (threads) saves to path(rank); each rank's error ("" if none).
+std::vector<std::string> save_on_ranks(const ExperimentConfig& c, int R, const std::function<std::string(int)>& path) {
+  ThreadWorld world(R);
+  std::vector<std::string> errors(static_cast<size_t>(R));
+  std::vector<std::thread> th;
+  for (int r = 0; r < R; ++r)
+    th.emplace_back([&, r] {
+      ThreadWorld::Link link = world.link(r);
+      Session s(c, {.link = &link});
+      try {
+        s.save(path(r));
+      } catch (const std::exception& e) {
+        errors[static_cast<size_t>(r)] = e.what();
+      }
+    });
+  for (auto& t : th) t.join();
+  return errors;
+}
+
 // A rank that cannot write its shard (here: its path runs through a file, as a folder not shared with rank 0 would
 // fail) fails the save on every rank, and rank 0's error carries that rank's cause; no checkpoint is written.
 TEST_P(ShardedRanks, AShardThatCannotBeWrittenFailsTheSaveOnEveryRankWithItsCause) {
@@ -507,20 +527,8 @@ TEST_P(ShardedRanks, AShardThatCannotBeWrittenFailsTheSaveOnEveryRankWithItsCaus
   const fs::path d = dir_ / (GetParam() + "_failed_save");
   fs::create_directories(d);
   { std::ofstream(d / "afile") << "a file, not a folder"; }
-  ThreadWorld world(2);
-  std::vector<std::string> errors(2);
-  std::vector<std::thread> th;
-  for (int r = 0; r < 2; ++r)
-    th.emplace_back([&, r] {
-      ThreadWorld::Link link = world.link(r);
-      Session s(c, {.link = &link});
-      try {
-        s.save(((r == 0 ? d : d / "afile") / "checkpoint.h5").string());
-      } catch (const std::exception& e) {
-        errors[static_cast<size_t>(r)] = e.what();
-      }
-    });
-  for (auto& t : th) t.join();
+  const std::vector<std::string> errors =
+      save_on_ranks(c, 2, [&](int r) { return ((r == 0 ? d : d / "afile") / "checkpoint.h5").string(); });
   for (const std::string& m : errors) {
     EXPECT_NE(
         m.find("not written (the previous one is kept): 1 of 2 ranks could not write their table shard; rank 1: "),
@@ -540,20 +548,7 @@ TEST_P(ShardedRanks, ACheckpointRankZeroCannotWriteFailsTheSaveOnEveryRank) {
   c.train.table_sharding = "rows";
   const fs::path d = dir_ / (GetParam() + "_failed_commit");
   fs::create_directories(d / "checkpoint.h5" / "in_the_way");
-  ThreadWorld world(2);
-  std::vector<std::string> errors(2);
-  std::vector<std::thread> th;
-  for (int r = 0; r < 2; ++r)
-    th.emplace_back([&, r] {
-      ThreadWorld::Link link = world.link(r);
-      Session s(c, {.link = &link});
-      try {
-        s.save((d / "checkpoint.h5").string());
-      } catch (const std::exception& e) {
-        errors[static_cast<size_t>(r)] = e.what();
-      }
-    });
-  for (auto& t : th) t.join();
+  const std::vector<std::string> errors = save_on_ranks(c, 2, [&](int) { return (d / "checkpoint.h5").string(); });
   EXPECT_NE(errors[0].find("checkpoint.h5"), std::string::npos) << errors[0];
   EXPECT_NE(errors[1].find("rank 0 could not write it"), std::string::npos) << errors[1];
   EXPECT_TRUE(fs::is_directory(d / "checkpoint.h5"));
