@@ -226,6 +226,23 @@ void MemoryTable::check_shards(const SavedShards& shards, const std::string& dir
                str("save '", shards.save_id, "' of step ", step_));
 }
 
+std::vector<std::string> saved_shard_names(const h5::Group& g) {
+  std::vector<std::string> files;
+  if (!g.has_attr("shard_files")) return files;
+  const std::string names = g.attr_string("shard_files");
+  for (size_t a = 0, e; a <= names.size(); a = e + 1) {
+    e = std::min(names.find('\n', a), names.size());
+    files.push_back(names.substr(a, e - a));
+  }
+  return files;
+}
+
+std::string saved_shards_folder(const std::string& file) {
+  std::error_code ec;
+  const std::filesystem::path p(file);
+  return (std::filesystem::is_symlink(p, ec) ? std::filesystem::canonical(p, ec) : p).parent_path().string();
+}
+
 SavedTable::SavedTable(const h5::Group& g, int64_t rows, int64_t width)
     : g_(g.reopen()), rows_(rows), width_(width), where_(g.file() + ":" + g.path()) {
   step_ = g.attr_int("completed_step");
@@ -237,23 +254,14 @@ SavedTable::SavedTable(const h5::Group& g, int64_t rows, int64_t width)
     g.sub("optimizer").check_shape("last", {static_cast<uint64_t>(rows)});
     return;
   }
-  std::vector<std::string> files;
-  const std::string names = g.attr_string("shard_files");
-  for (size_t a = 0, e; a <= names.size(); a = e + 1) {
-    e = std::min(names.find('\n', a), names.size());
-    files.push_back(names.substr(a, e - a));
-  }
+  const std::vector<std::string> files = saved_shard_names(g);
   bounds_ = g.read<int64_t>("shard_bounds");
   if (bounds_.size() != files.size() + 1 || bounds_.front() != 0 || bounds_.back() != rows ||
       !std::is_sorted(bounds_.begin(), bounds_.end()))
     throw IoError(str(where_, ": shard_bounds do not split the table's ", rows, " rows among its ", files.size(),
                       " shard files (hint: the checkpoint is corrupt or edited)"));
   const std::string save_id = g.has_attr("save_id") ? g.attr_string("save_id") : "";
-  // Beside the file itself: a checkpoint reached through a symlink has its shard files beside its target.
-  std::error_code ec;
-  const std::filesystem::path file(g.file());
-  const std::filesystem::path dir =
-      (std::filesystem::is_symlink(file, ec) ? std::filesystem::canonical(file, ec) : file).parent_path();
+  const std::filesystem::path dir = saved_shards_folder(g.file());
   for (size_t q = 0; q < files.size(); ++q)
     files_.push_back(open_shard((dir / files[q]).string(), q, files.size(), bounds_[q], bounds_[q + 1], rows, width,
                                 step_, save_id, where_));

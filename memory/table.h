@@ -44,6 +44,12 @@ struct SavedShards {
   std::vector<int64_t> bounds;  // shard q holds rows [bounds[q], bounds[q + 1])
 };
 
+// The shard file names a sharded table's group lists (relative to the folder of its file; empty for a whole table).
+std::vector<std::string> saved_shard_names(const h5::Group& g);
+// The folder those names are relative to, for a group in `file`: the file's own folder, or its target's when `file`
+// is a symlink.
+std::string saved_shards_folder(const std::string& file);
+
 // The rows of a table as MemoryTable::save left it in a group, read range by range without holding the rest: a
 // whole table's datasets, or the shard files a sharded table's group maps. The files are opened and checked when
 // this is built (each present, of the shard format, of this save (save_id), step, row range and shape; IoError

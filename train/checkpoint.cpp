@@ -1,13 +1,13 @@
 // Implementation of train/checkpoint.h.
 #include "train/checkpoint.h"
 
-#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <span>
 
 #include "core/build_info.h"
 #include "kernels/kernels.h"
+#include "memory/table.h"
 
 namespace pg {
 namespace {
@@ -85,25 +85,15 @@ std::string table_shard_path(const std::string& checkpoint, int64_t step, const 
       .string();
 }
 
-std::string checkpoint_folder(const std::string& checkpoint) {
-  std::error_code ec;
-  const std::filesystem::path p(checkpoint);
-  return (std::filesystem::is_symlink(p, ec) ? std::filesystem::canonical(p, ec) : p).parent_path().string();
-}
+std::string checkpoint_folder(const std::string& checkpoint) { return saved_shards_folder(checkpoint); }
 
 std::vector<std::string> checkpoint_shard_files(const std::string& checkpoint) {
   h5::File f = h5::File::open(checkpoint);
   const h5::Group r = f.root();
   std::vector<std::string> out;
   if (!r.has("memory") || !r.sub("memory").has("table")) return out;
-  const h5::Group t = r.sub("memory").sub("table");
-  if (!t.has_attr("shard_files")) return out;
-  const std::string names = t.attr_string("shard_files");
   const std::filesystem::path dir = checkpoint_folder(checkpoint);
-  for (size_t a = 0, e; a <= names.size(); a = e + 1) {
-    e = std::min(names.find('\n', a), names.size());
-    out.push_back((dir / names.substr(a, e - a)).string());
-  }
+  for (const std::string& name : saved_shard_names(r.sub("memory").sub("table"))) out.push_back((dir / name).string());
   return out;
 }
 
