@@ -449,10 +449,19 @@ def load_from_records(spec_path, recs):
     for _, rec in kept:
         builds.setdefault(rec.get("data") or "", []).append(rec["name"])
     named = {k: sorted(v) for k, v in builds.items() if k}
-    if len(named) > 1:
+    listing = "; ".join(f"{', '.join(v)}: `{k}`" for k, v in sorted(named.items()))
+    if len(named) > 1 and len({re.sub(r"(^|; )manifest [0-9a-f]+", r"\1manifest ·", k) for k in named}) == 1:
+        # Before 964454b `manifest` hashed the manifest file, whose build time changes with every rebuild of the same
+        # corpus text: fingerprints that differ only there may be one corpus.
+        notes.append(f"corpus builds: the records name {len(named)} `data` fingerprints that differ only in the "
+                     "`manifest` hash (same token and document counts, vocabulary, tokenizer and split). Builds "
+                     "before 964454b hashed the manifest file, which changes with every rebuild of the same corpus "
+                     "text, so the records alone cannot tell whether the training windows differ; "
+                     "experiments/RECORDS.md (Corpus builds, and the sweep's section) says what was checked: "
+                     + listing)
+    elif len(named) > 1:
         notes.append(f"corpus builds: the records name {len(named)} different `data` fingerprints, so their runs "
-                     "trained on different training windows (experiments/RECORDS.md, Corpus builds): "
-                     + "; ".join(f"{', '.join(v)}: `{k}`" for k, v in sorted(named.items())))
+                     "trained on different training windows (experiments/RECORDS.md, Corpus builds): " + listing)
     if named and "" in builds:
         notes.append("corpus build not recorded (records written before the `data` field) for: "
                      + ", ".join(sorted(builds[""])))

@@ -482,6 +482,13 @@ class Records(unittest.TestCase):
         self.assertIn("flat-s0: `train 100 tokens 2 docs; manifest aa`", md)
         self.assertIn("corpus build not recorded (records written before the `data` field) for: engram-s0", md)
         self.assertEqual(row(md, "flat")[1], "4")  # named, still used
+        # the same counts and tokenizer, only the manifest hash differs (a rebuild before 964454b): said as such
+        write_record(rec, "flat-s1", "flat", 1, self.FLAT[1], data="train 100 tokens 2 docs; manifest bb")
+        md, _ = self.run_report()
+        self.assertIn("corpus builds: the records name 2 `data` fingerprints that differ only in the `manifest` hash",
+                      md)
+        self.assertIn("flat-s1: `train 100 tokens 2 docs; manifest bb`", md)
+        self.assertNotIn("different `data` fingerprints", md)
         for f in os.listdir(rec):  # every record names the same build: said once
             if f.endswith(".json"):
                 with open(os.path.join(rec, f)) as fh:
