@@ -562,10 +562,10 @@ def fci(ci):
     return "—" if not (math.isfinite(lo) and math.isfinite(hi)) else f"{f4(lo)} … {f4(hi)}"
 
 
-def pair_stats(sw, a, b):
-    """Paired statistics of A − B over the seeds where both finished (diff < 0: A better)."""
+def pair_stats(sw, a, b, seeds=None):
+    """Paired statistics of A − B over the seeds where both finished (diff < 0: A better); seeds: only these."""
     fa, fb = sw.final(a), sw.final(b)
-    common = sorted(set(fa) & set(fb))
+    common = sorted(set(fa) & set(fb) & (set(fa) if seeds is None else set(seeds)))
     d = [fa[s] - fb[s] for s in common]
     t, p = paired_t(d)
     ps, wins, n = sign_test_p(d)
@@ -824,6 +824,15 @@ def verdict_section(sw, kind, stall=(None, None)):
              f"| PageGram S=4 − flat (not in the rule) | {len(s4f['diffs'])} | {f4(s4f['mean'])} | {fci(s4f['ci'])} | "
              f"{fp(s4f['p_t'])} | — |", ""]
     complete = len(done) >= first and len(done) == len(seeds)
+    if len(seeds) > first and set(seeds[:first]) <= set(done):
+        # The sweep was extended after the rule's first application: that verdict, on the first seeds alone, stays.
+        s4e1, ef1 = (pair_stats(sw, a, b, seeds[:first]) for a, b in (("pagegram_s4", "engram"), ("engram", "flat")))
+        v1 = apply_rule(s4e1, ef1["mean"], first)
+        lines.append(f"**Verdict at the first {first} seeds (s{seeds[0]}–s{seeds[first - 1]}): {v1}.** PageGram S=4 − "
+                     f"Engram-style {f4(s4e1['mean'])} ({fci(s4e1['ci'])}, paired t p {fp(s4e1['p_t'])}); "
+                     f"Engram-style − flat {f4(ef1['mean'])}." + (f" Seeds {seeds[first]}–{seeds[-1]} were added, as "
+                     "the rule says." if v1 == "inconclusive: add seeds" else ""))
+        lines.append("")
     if complete and len(s4e["diffs"]) >= 2:
         v = apply_rule(s4e, ef["mean"], len(done))
         more = (f" Seeds {max(seeds) + 1}–{R['max_seeds'] - 1} are to be added (flat, Engram-style, PageGram S=4) and "

@@ -697,8 +697,8 @@ variant_seeds: {none: [0, 1]}
 class Preregistered(unittest.TestCase):
     """regime_d384's pre-registered rule (its README above the marker) as report.py applies it."""
 
-    def report(self, off, missing=(), lag_run=None):
-        """README of a regime_d384 sweep whose finals are flat + off[variant] + seed noise."""
+    def report(self, off, missing=(), lag_run=None, sweep=D384_SWEEP):
+        """README of a regime_d384 sweep (seeds 0-4 finished) whose finals are flat + off[variant] + seed noise."""
         with tempfile.TemporaryDirectory() as d:
             noise = [0.0, 0.004, -0.003, 0.002, -0.001]
             finals = {(v, s): 3.0 + 0.01 * s + o + (noise[(s + i) % 5] if v != "flat" else 0.0)
@@ -706,7 +706,7 @@ class Preregistered(unittest.TestCase):
                       if (v, s) not in missing and (v != "none" or s < 2)}
             if lag_run:
                 finals[lag_run] += 0.15
-            spec = write_regime_sweep(d, "regime_d384", D384_SWEEP, finals)
+            spec = write_regime_sweep(d, "regime_d384", sweep, finals)
             r = subprocess.run([sys.executable, REPORT, spec, "--out", "o"], cwd=d, capture_output=True, text=True)
             self.assertEqual(r.returncode, 0, r.stderr)
             with open(os.path.join(d, "o", "README.md")) as f:
@@ -742,6 +742,17 @@ class Preregistered(unittest.TestCase):
         md = self.report({"none": 0.8, "flat": 0.0, "engram": -0.01, "pagegram_s4": -0.015},
                          missing={("engram", 3)})
         self.assertIn("**Verdict: pending** (4 of 5 seeds complete", md)
+        self.assertNotIn("Verdict at the first", md)
+
+    def test_the_first_verdict_stays_when_seeds_are_added(self):
+        """After an inconclusive verdict at 5 seeds the sweep file lists seeds 0-7: while seeds 5-7 run, the README keeps
+        the verdict of seeds 0-4 and says the 8-seed one is pending."""
+        md = self.report({"none": 0.8, "flat": 0.0, "engram": 0.05, "pagegram_s4": 0.02},
+                         sweep=D384_SWEEP.replace("seeds: [0, 1, 2, 3, 4]", "seeds: [0, 1, 2, 3, 4, 5, 6, 7]"))
+        self.assertIn("**Verdict at the first 5 seeds (s0–s4): inconclusive: add seeds.** PageGram S=4 − Engram-style "
+                      "-0.0300", md)
+        self.assertIn("Seeds 5–7 were added, as the rule says.", md)
+        self.assertIn("**Verdict: pending** (5 of 8 seeds complete", md)
 
     def test_lagging_run_is_a_stall(self):
         md = self.report({"none": 0.8, "flat": 0.0, "engram": -0.01, "pagegram_s4": -0.015}, lag_run=("engram", 1))
