@@ -245,6 +245,7 @@ def load_run(root, entry):
             for k in ("host", "cpus", "revision", "kernels", "build_type", "started", "updated"):
                 r[k] = _s(a.get(k, "?"))
             r["threads"] = int(a.get("threads", 0))
+            r["data"] = _s(a.get("data", ""))
             r["eval_step"] = f["eval/step"][:]
             r["eval_tokens"] = f["eval/tokens"][:]
             r["eval_loss"] = f["eval/loss"][:]
@@ -361,6 +362,13 @@ RUN_OWNED = ("train.out_dir", "train.threads", "name")  # set per run or per pre
 LOG_ONLY_KEYS = ("collision_stats", "collision_owners")
 
 
+def corpus_build(data):
+    """The corpus build a `data` fingerprint names, as a comparable key: the fingerprint without its `manifest` hash
+    (before 964454b that hashed the manifest file, whose build time changes with every rebuild of the same text; the
+    token and document counts, tokenizer and split still tell builds apart). "" when unrecorded."""
+    return re.sub(r"(^|; )manifest [0-9a-f]+", r"\1manifest ·", data or "")
+
+
 def run_from_record(rec, path):
     """A record as load_run's run dict (what the tables and figures read)."""
     ev = rec.get("eval", {})
@@ -370,7 +378,7 @@ def run_from_record(rec, path):
                 config=yaml.safe_load(rec.get("config", "")), host=rec.get("host", "?"), cpus=rec.get("cpu", "?"),
                 revision=rec.get("revision", "?"), kernels=rec.get("kernels", "?"),
                 build_type=rec.get("compiler_flags", "?"), started=rec.get("started", "?"),
-                updated=rec.get("updated", "?"), threads=int(rec.get("threads", 0)),
+                updated=rec.get("updated", "?"), threads=int(rec.get("threads", 0)), data=rec.get("data") or "",
                 eval_step=np.asarray(ev.get("step", []), dtype=np.int64),
                 eval_tokens=np.asarray(ev.get("tokens", []), dtype=np.int64),
                 eval_loss=np.asarray([float("nan") if x is None else x for x in ev.get("loss", [])], dtype=float),
@@ -450,7 +458,8 @@ def load_from_records(spec_path, recs):
         builds.setdefault(rec.get("data") or "", []).append(rec["name"])
     named = {k: sorted(v) for k, v in builds.items() if k}
     listing = "; ".join(f"{', '.join(v)}: `{k}`" for k, v in sorted(named.items()))
-    if len(named) > 1 and len({re.sub(r"(^|; )manifest [0-9a-f]+", r"\1manifest ·", k) for k in named}) == 1:
+    groups = {corpus_build(k) for k in named}
+    if len(named) > 1 and len(groups) == 1:
         # Before 964454b `manifest` hashed the manifest file, whose build time changes with every rebuild of the same
         # corpus text: fingerprints that differ only there may be one corpus.
         notes.append(f"corpus builds: the records name {len(named)} `data` fingerprints that differ only in the "
@@ -460,8 +469,13 @@ def load_from_records(spec_path, recs):
                      "experiments/RECORDS.md (Corpus builds, and the sweep's section) says what was checked: "
                      + listing)
     elif len(named) > 1:
-        notes.append(f"corpus builds: the records name {len(named)} different `data` fingerprints, so their runs "
-                     "trained on different training windows (experiments/RECORDS.md, Corpus builds): " + listing)
+        notes.append(f"corpus builds: the records name {len(named)} different `data` fingerprints"
+                     + (f" of {len(groups)} corpus builds (fingerprints that differ only in the `manifest` hash are "
+                        "counted as one build: builds before 964454b hashed the manifest file, which changes with "
+                        "every rebuild of the same corpus text; experiments/RECORDS.md says what was checked)"
+                        if len(groups) < len(named) else "")
+                     + ", so runs of different builds trained on different training windows (experiments/RECORDS.md, "
+                     "Corpus builds): " + listing)
     if named and "" in builds:
         notes.append("corpus build not recorded (records written before the `data` field) for: "
                      + ", ".join(sorted(builds[""])))
@@ -849,7 +863,51 @@ def verdict_section(sw, kind, stall=(None, None)):
               + f"; {len(lag)} run(s) lag their seed's median by > {R['lag']:.2f} nats at {R['lag_evals']} consecutive "
               "evaluations" + (" (" + ", ".join(r["name"] + f" from step {st}" for r, st in lag) + ")" if lag else "")
               + f". Stalled runs: {', '.join(names) if names else 'none'}."]
-    return "\n".join(lines)
+    builds = corpus_builds_line(sw, R["layouts"])
+    return "\n".join(lines + (["", builds] if builds else []))
+
+
+def corpus_builds_line(sw, layouts):
+    """What the pre-registered design ("every run from one corpus build") meets: None when the finished runs of
+    `layouts` name no corpus build; else one line saying whether they are one build, and if not, which seeds each
+    build holds and whether every seed's runs share one (a paired difference within one build) or some straddle."""
+    runs = [r for r in sw.done if r["variant"] in layouts and r.get("data")]
+    if not runs:
+        return None
+    order = []
+    for r in sorted(runs, key=lambda r: (r["seed"], r["name"])):
+        if corpus_build(r["data"]) not in order:
+            order.append(corpus_build(r["data"]))
+    if len(order) == 1:
+        return ("*Corpus builds:* every finished run the rule compares names one corpus build (the records' `data`), "
+                "as the design says.")
+    label = {b: chr(ord("A") + i) for i, b in enumerate(order)}
+    by_seed = {}
+    for r in runs:
+        by_seed.setdefault(r["seed"], {})[r["name"]] = label[corpus_build(r["data"])]
+    held = "; ".join(f"{label[b]}: seeds " + seed_list(sorted(s for s, m in by_seed.items() if label[b] in m.values()))
+                     + f" (`{b}`)" for b in order)
+    split = sorted(s for s, m in by_seed.items() if len(set(m.values())) > 1)
+    text = (f"*Corpus builds:* the runs the rule compares come from {len(order)} corpus builds, not one as the design "
+            f"says (experiments/RECORDS.md says why): {held}. ")
+    if not split:
+        return text + ("Every seed's runs share one build, so each paired difference is taken within one build; "
+                       "between seeds the builds differ as another sample of training windows would.")
+    return text + ("The runs of seed(s) " + ", ".join(
+        f"s{s} (" + ", ".join(f"{n} {b}" for n, b in sorted(by_seed[s].items())) + ")" for s in split)
+        + " straddle builds: their paired differences compare runs trained on different training windows.")
+
+
+def seed_list(seeds):
+    """'0–4, 7' for [0, 1, 2, 3, 4, 7]."""
+    out, i = [], 0
+    while i < len(seeds):
+        j = i
+        while j + 1 < len(seeds) and seeds[j + 1] == seeds[j] + 1:
+            j += 1
+        out.append(f"{seeds[i]}" if i == j else f"{seeds[i]}–{seeds[j]}")
+        i = j + 1
+    return ", ".join(out)
 
 
 # The kinds that get the optional sections of sweep_section.

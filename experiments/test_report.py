@@ -566,9 +566,10 @@ variants:
 """
 
 
-def write_regime_sweep(root, name, text, finals, extra=(), plateau=()):
+def write_regime_sweep(root, name, text, finals, extra=(), plateau=(), data=None):
     """experiments/<name>/ under root: base.yaml, sweep.yaml (text) and a record per {(variant, seed): final};
-    extra: config keys every record sets; plateau: the (variant, seed) runs that stall from their 4th evaluation."""
+    extra: config keys every record sets; plateau: the (variant, seed) runs that stall from their 4th evaluation;
+    data: (variant, seed) -> the record's `data` fingerprint (None: no field)."""
     t = os.path.join(root, "experiments", name)
     os.makedirs(t)
     with open(os.path.join(t, "base.yaml"), "w") as f:
@@ -579,7 +580,7 @@ def write_regime_sweep(root, name, text, finals, extra=(), plateau=()):
     for (v, s), x in finals.items():
         slots = int(v.rsplit("_s", 1)[1]) if v.startswith("pagegram") else 4
         write_record(os.path.join(t, "records"), f"{v}-s{s}", v, s, x, slots=slots, extra=extra,
-                     plateau_from=3 if (v, s) in plateau else None)
+                     plateau_from=3 if (v, s) in plateau else None, data=data(v, s) if data else None)
     return f"experiments/{name}/sweep.yaml"
 
 
@@ -753,6 +754,40 @@ class Preregistered(unittest.TestCase):
                       "-0.0300", md)
         self.assertIn("Seeds 5–7 were added, as the rule says.", md)
         self.assertIn("**Verdict: pending** (5 of 8 seeds complete", md)
+
+    def test_corpus_builds_beside_the_verdict(self):
+        """The design names one corpus build. Seeds 0-4 on build A and 5-7 on build B (another document count): the
+        verdict says so, seed by seed; a seed whose runs straddle the builds is named with each run's build; records
+        that differ only in the manifest hash count as one build."""
+        build_a = "train 100 tokens 2 docs; heldout 50 tokens 1 docs; vocab 8192; tokenizer aa; manifest {}; split_seed 1"
+        build_b = "train 101 tokens 3 docs; heldout 49 tokens 1 docs; vocab 8192; tokenizer aa; manifest cc; split_seed 1"
+        seeds8 = D384_SWEEP.replace("seeds: [0, 1, 2, 3, 4]", "seeds: [0, 1, 2, 3, 4, 5, 6, 7]")
+        off = {"none": 0.8, "flat": 0.0, "engram": 0.01, "pagegram_s4": 0.005}
+        finals = {(v, s): 3.0 + 0.01 * s + o + 0.002 * ((s + i) % 3) for i, (v, o) in enumerate(off.items())
+                  for s in range(8) if v != "none" or s < 2}
+
+        def readme(data):
+            with tempfile.TemporaryDirectory() as d:
+                spec = write_regime_sweep(d, "regime_d384", seeds8, finals, data=data)
+                r = subprocess.run([sys.executable, REPORT, spec, "--out", "o"], cwd=d, capture_output=True, text=True)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                with open(os.path.join(d, "o", "README.md")) as f:
+                    return f.read()
+
+        one = readme(lambda v, s: build_a.format("a1" if s < 3 else "a2"))
+        self.assertIn("*Corpus builds:* every finished run the rule compares names one corpus build", one)
+        self.assertIn("that differ only in the `manifest` hash", one)
+        two = readme(lambda v, s: build_a.format("a1" if s < 3 else "a2") if s < 5 else build_b)
+        self.assertIn("the runs the rule compares come from 2 corpus builds, not one as the design says", two)
+        self.assertIn("A: seeds 0–4 (`train 100 tokens", two)
+        self.assertIn("B: seeds 5–7 (`train 101 tokens", two)
+        self.assertIn("Every seed's runs share one build, so each paired difference is taken within one build", two)
+        self.assertIn("the records name 3 different `data` fingerprints of 2 corpus builds", two)
+        self.assertIn("**Verdict (8 seeds):", two)
+        mixed = readme(lambda v, s: build_b if s > 5 or (s == 5 and v == "pagegram_s4") else build_a.format("a1"))
+        self.assertIn("The runs of seed(s) s5 (engram-s5 A, flat-s5 A, pagegram_s4-s5 B) straddle builds", mixed)
+        self.assertNotIn("Every seed's runs share one build", mixed)
+        self.assertNotIn("*Corpus builds:*", readme(None))  # no record names a build: nothing to say here
 
     def test_lagging_run_is_a_stall(self):
         md = self.report({"none": 0.8, "flat": 0.0, "engram": -0.01, "pagegram_s4": -0.015}, lag_run=("engram", 1))
