@@ -885,8 +885,8 @@ def corpus_builds_line(sw, layouts):
     by_seed = {}
     for r in runs:
         by_seed.setdefault(r["seed"], {})[r["name"]] = label[corpus_build(r["data"])]
-    held = "; ".join(f"{label[b]}: seeds " + seed_list(sorted(s for s, m in by_seed.items() if label[b] in m.values()))
-                     + f" (`{b}`)" for b in order)
+    on = {b: sorted(s for s, m in by_seed.items() if label[b] in m.values()) for b in order}
+    held = "; ".join(f"{label[b]}: seed{'s' if len(on[b]) > 1 else ''} {seed_list(on[b])} (`{b}`)" for b in order)
     split = sorted(s for s, m in by_seed.items() if len(set(m.values())) > 1)
     text = (f"*Corpus builds:* the runs the rule compares come from {len(order)} corpus builds, not one as the design "
             f"says (experiments/RECORDS.md says why): {held}. ")
